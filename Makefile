@@ -7,7 +7,25 @@ PYTHON  ?= /usr/bin/python3
 CACHE   := .cache
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build deps test test-full test-unit lint demo bench fuzz clean
+.PHONY: all build deps test test-full test-unit lint demo bench fuzz clean series
+
+# Real training series, cached under .cache/series (never committed). Each is
+# 10 consecutive checkpoints of a real PyTorch training plus raw arrays.
+SERIES := $(CACHE)/series
+SERIES_SETS := adam sgd bf16
+TRAIN := integration/py/train_series.py
+
+series: $(foreach s,$(SERIES_SETS),$(SERIES)/$(s)/.done)
+
+$(SERIES)/adam/.done: $(TRAIN)
+	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer adam --checkpoints 10 --steps 50
+	touch $@
+$(SERIES)/sgd/.done: $(TRAIN)
+	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer sgd --checkpoints 10 --steps 50
+	touch $@
+$(SERIES)/bf16/.done: $(TRAIN)
+	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer adamw --save-dtype bf16 --checkpoints 10 --steps 50
+	touch $@
 
 all: build
 
