@@ -1,0 +1,290 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// ErrNoSpace reports that the device has too few free pages.
+var ErrNoSpace = errors.New("no space left on device")
+
+// ErrBadExtent reports an extent that is not where the free list says it
+// should be: a double free or a commit of pages that were not reserved.
+var ErrBadExtent = errors.New("extent not in the expected state")
+
+// Space names one free list: the store's device or the shadow device.
+type Space int
+
+const (
+	DeviceSpace Space = iota
+	ShadowSpace
+)
+
+func (s Space) bucket() []byte {
+	if s == ShadowSpace {
+		return bucketShadowMap
+	}
+	return bucketFree
+}
+
+// Allocator hands out device logical pages. The persisted free list is the
+// truth after a restart; in memory the allocator also subtracts reservations
+// of in-flight writes, which become permanent only when a transaction
+// commits them. Pages reserved by a process that dies are thus free again
+// when the store is reopened: a crash never leaks space.
+type Allocator struct {
+	space Space
+	base  int64
+	pages int64
+
+	mu   sync.Mutex
+	free extentSet // persisted free list minus reservations
+}
+
+// NewAllocator loads the free list of space, which manages the pages
+// [base, base+pages). A new store starts with all of them free.
+func NewAllocator(db *DB, space Space, base, pages int64) (*Allocator, error) {
+	a := &Allocator{space: space, base: base, pages: pages}
+	err := db.Update(func(tx *Tx) error {
+		initKey := fmt.Sprintf("alloc_init_%d", space)
+		if tx.Counter(initKey) == 0 {
+			if err := tx.AddCounter(initKey, 1); err != nil {
+				return err
+			}
+			if pages > 0 {
+				return tx.tx.Bucket(space.bucket()).Put(u64key(uint64(base)), u64key(uint64(pages)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("initialise free list: %w", err)
+	}
+	err = db.View(func(tx *Tx) error {
+		exts, err := tx.FreeExtents(space)
+		if err != nil {
+			return err
+		}
+		for _, e := range exts {
+			if e.Start < base || e.End() > base+pages {
+				return fmt.Errorf("free extent %v outside [%d,%d): %w", e, base, base+pages, ErrBadExtent)
+			}
+			if err := a.free.add(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load free list: %w", err)
+	}
+	return a, nil
+}
+
+// FreePages is the number of pages neither allocated nor reserved.
+func (a *Allocator) FreePages() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.free.total
+}
+
+// Pages is the number of pages the allocator manages.
+func (a *Allocator) Pages() int64 { return a.pages }
+
+// Reserve takes n pages out of the free set, as few extents as it can, lowest
+// addresses first. Nothing is persisted: Commit makes it permanent, Unreserve
+// gives it back.
+func (a *Allocator) Reserve(n int64) ([]Extent, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.free.total < n {
+		return nil, fmt.Errorf("reserve %d pages (%d free): %w", n, a.free.total, ErrNoSpace)
+	}
+	return a.free.take(n), nil
+}
+
+// Unreserve returns reserved pages that will not be committed.
+func (a *Allocator) Unreserve(exts []Extent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range exts {
+		if err := a.free.add(e); err != nil {
+			panic(fmt.Sprintf("allocator: unreserve %v: %v", e, err)) // a caller bug, not bad data
+		}
+	}
+}
+
+// Commit removes reserved extents from the persisted free list.
+func (a *Allocator) Commit(tx *Tx, exts []Extent) error {
+	for _, e := range exts {
+		if err := tx.removeFree(a.space, e); err != nil {
+			return fmt.Errorf("commit extent %v: %w", e, err)
+		}
+	}
+	return nil
+}
+
+// Free returns allocated extents to the free list, in the database now and
+// in memory once tx commits.
+func (a *Allocator) Free(tx *Tx, exts []Extent) error {
+	for _, e := range exts {
+		if e.Start < a.base || e.End() > a.base+a.pages || e.Len <= 0 {
+			return fmt.Errorf("free extent %v outside the device: %w", e, ErrBadExtent)
+		}
+		if err := tx.addFree(a.space, e); err != nil {
+			return fmt.Errorf("free extent %v: %w", e, err)
+		}
+	}
+	cp := append([]Extent(nil), exts...)
+	tx.OnCommit(func() { a.Unreserve(cp) })
+	return nil
+}
+
+// FreeExtents lists the persisted free list of space in address order.
+func (tx *Tx) FreeExtents(space Space) ([]Extent, error) {
+	var out []Extent
+	err := tx.tx.Bucket(space.bucket()).ForEach(func(k, v []byte) error {
+		if len(k) != 8 || len(v) != 8 {
+			return fmt.Errorf("free extent record: %w", ErrCorruptRecord)
+		}
+		out = append(out, Extent{Start: int64(keyU64(k)), Len: int64(keyU64(v))})
+		return nil
+	})
+	return out, err
+}
+
+func (tx *Tx) putFree(space Space, e Extent) error {
+	return tx.tx.Bucket(space.bucket()).Put(u64key(uint64(e.Start)), u64key(uint64(e.Len)))
+}
+
+// addFree inserts e into the persisted free list, merging with neighbours.
+func (tx *Tx) addFree(space Space, e Extent) error {
+	b := tx.tx.Bucket(space.bucket())
+	c := b.Cursor()
+	k, v := c.Seek(u64key(uint64(e.Start)))
+	if k != nil {
+		next := Extent{Start: int64(keyU64(k)), Len: int64(keyU64(v))}
+		if next.Start < e.End() {
+			return fmt.Errorf("overlaps free extent %v: %w", next, ErrBadExtent)
+		}
+		if next.Start == e.End() {
+			e.Len += next.Len
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		c.Seek(u64key(uint64(e.Start)))
+		k, v = c.Prev()
+	} else {
+		k, v = c.Last()
+	}
+	if k != nil {
+		prev := Extent{Start: int64(keyU64(k)), Len: int64(keyU64(v))}
+		if prev.End() > e.Start {
+			return fmt.Errorf("overlaps free extent %v: %w", prev, ErrBadExtent)
+		}
+		if prev.End() == e.Start {
+			e = Extent{Start: prev.Start, Len: prev.Len + e.Len}
+		}
+	}
+	return tx.putFree(space, e)
+}
+
+// removeFree takes e out of the persisted free extent that contains it.
+func (tx *Tx) removeFree(space Space, e Extent) error {
+	b := tx.tx.Bucket(space.bucket())
+	c := b.Cursor()
+	k, v := c.Seek(u64key(uint64(e.Start)))
+	if k == nil || int64(keyU64(k)) > e.Start {
+		k, v = c.Prev()
+	}
+	if k == nil {
+		return fmt.Errorf("not free: %w", ErrBadExtent)
+	}
+	have := Extent{Start: int64(keyU64(k)), Len: int64(keyU64(v))}
+	if e.Start < have.Start || e.End() > have.End() {
+		return fmt.Errorf("not inside free extent %v: %w", have, ErrBadExtent)
+	}
+	if err := b.Delete(k); err != nil {
+		return err
+	}
+	if e.Start > have.Start {
+		if err := tx.putFree(space, Extent{Start: have.Start, Len: e.Start - have.Start}); err != nil {
+			return err
+		}
+	}
+	if e.End() < have.End() {
+		return tx.putFree(space, Extent{Start: e.End(), Len: have.End() - e.End()})
+	}
+	return nil
+}
+
+// extentSet is a sorted list of disjoint, non-adjacent extents.
+type extentSet struct {
+	exts  []Extent
+	total int64
+}
+
+func (s *extentSet) add(e Extent) error {
+	if e.Len <= 0 {
+		return fmt.Errorf("empty extent %v: %w", e, ErrBadExtent)
+	}
+	i := sort.Search(len(s.exts), func(i int) bool { return s.exts[i].Start >= e.Start })
+	if i < len(s.exts) && s.exts[i].Start < e.End() || i > 0 && s.exts[i-1].End() > e.Start {
+		return fmt.Errorf("extent %v overlaps the free set: %w", e, ErrBadExtent)
+	}
+	s.total += e.Len
+	mergePrev := i > 0 && s.exts[i-1].End() == e.Start
+	mergeNext := i < len(s.exts) && s.exts[i].Start == e.End()
+	switch {
+	case mergePrev && mergeNext:
+		s.exts[i-1].Len += e.Len + s.exts[i].Len
+		s.exts = append(s.exts[:i], s.exts[i+1:]...)
+	case mergePrev:
+		s.exts[i-1].Len += e.Len
+	case mergeNext:
+		s.exts[i].Start = e.Start
+		s.exts[i].Len += e.Len
+	default:
+		s.exts = append(s.exts, Extent{})
+		copy(s.exts[i+1:], s.exts[i:])
+		s.exts[i] = e
+	}
+	return nil
+}
+
+// take removes n pages (n ≤ total): the first extent that holds them all, or
+// else pieces from the lowest addresses up.
+func (s *extentSet) take(n int64) []Extent {
+	s.total -= n
+	for i := range s.exts {
+		if s.exts[i].Len >= n {
+			out := []Extent{{Start: s.exts[i].Start, Len: n}}
+			s.exts[i].Start += n
+			s.exts[i].Len -= n
+			if s.exts[i].Len == 0 {
+				s.exts = append(s.exts[:i], s.exts[i+1:]...)
+			}
+			return out
+		}
+	}
+	var out []Extent
+	for n > 0 {
+		e := s.exts[0]
+		if e.Len > n {
+			out = append(out, Extent{Start: e.Start, Len: n})
+			s.exts[0].Start += n
+			s.exts[0].Len -= n
+			break
+		}
+		out = append(out, e)
+		n -= e.Len
+		s.exts = s.exts[1:]
+	}
+	return out
+}

@@ -1,0 +1,389 @@
+package meta
+
+import (
+	"errors"
+	"math/rand"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func openTest(t *testing.T) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "meta.db")
+	db, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, path
+}
+
+func TestRecordsRoundTrip(t *testing.T) {
+	in := &Inode{Ino: 7, Mode: 0o100644, Uid: 1000, Gid: 100, Nlink: 2, Size: 1 << 40,
+		Atime: -5, Mtime: 1700000000123456789, Ctime: 3, Version: 99, Target: "a/b"}
+	var out Inode
+	if err := out.unmarshal(in.marshal()); err != nil || !reflect.DeepEqual(*in, out) {
+		t.Fatalf("inode round trip: %v\n%+v\n%+v", err, *in, out)
+	}
+	v := &Version{ID: 3, Ino: 9, Family: "ckpt-#.pt", Ref: 2, Depth: 4, Size: 12345, Checksum: 0xdeadbeef,
+		Pack: []Extent{{10, 5}, {100, 1}}, PackBytes: 20000, Dependents: 2, Live: true, Codec: "planes",
+		Format: "torch-zip", Created: 42, Segments: 7, Chunks: 8, DeltaChunks: 5, UnchangedChunks: 1, TensorBytes: 999}
+	var vo Version
+	if err := vo.unmarshal(v.marshal()); err != nil || !reflect.DeepEqual(*v, vo) {
+		t.Fatalf("version round trip: %v\n%+v\n%+v", err, *v, vo)
+	}
+	s := &Segment{Index: 4, Tensor: true, Key: "data/12", DType: 1, Offset: 64, Length: 4096}
+	var so Segment
+	if err := so.unmarshal(s.marshal()); err != nil || *s != so {
+		t.Fatalf("segment round trip: %v", err)
+	}
+	c := &Chunk{Offset: 1 << 33, Length: 262144, Segment: 3, Index: 17, PackOff: 5555, EncLen: 100, Delta: true, RefOffset: 1 << 32}
+	var co Chunk
+	if err := co.unmarshal(c.marshal()); err != nil || *c != co {
+		t.Fatalf("chunk round trip: %v", err)
+	}
+	f := &Family{Name: "x#", Last: 5, Baseline: 2, SinceBaseline: 3, BaselineSize: 10, BaselineBytes: 7, LastSize: 10, LastBytes: 2, Versions: 9}
+	var fo Family
+	if err := fo.unmarshal(f.marshal()); err != nil || *f != fo {
+		t.Fatalf("family round trip: %v", err)
+	}
+}
+
+func TestTruncatedRecordsFail(t *testing.T) {
+	b := (&Version{ID: 1, Family: "f", Pack: []Extent{{1, 2}}, Codec: "planes"}).marshal()
+	for n := 0; n < len(b); n++ {
+		var v Version
+		if err := v.unmarshal(b[:n]); !errors.Is(err, ErrCorruptRecord) {
+			t.Fatalf("unmarshal of %d/%d bytes: err = %v, want ErrCorruptRecord", n, len(b), err)
+		}
+	}
+}
+
+// FuzzRecords decodes arbitrary bytes as every record type: never a panic,
+// and whatever decodes re-encodes to a record that decodes the same.
+func FuzzRecords(f *testing.F) {
+	f.Add((&Inode{Ino: 1, Target: "x"}).marshal())
+	f.Add((&Version{ID: 1, Pack: []Extent{{1, 2}}}).marshal())
+	f.Add((&Chunk{Offset: 1, Length: 2}).marshal())
+	f.Add((&Segment{Key: "k"}).marshal())
+	f.Add((&Family{Name: "n"}).marshal())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var n Inode
+		if n.unmarshal(b) == nil {
+			var m Inode
+			if err := m.unmarshal(n.marshal()); err != nil || !reflect.DeepEqual(n, m) {
+				t.Fatalf("inode re-encode: %v", err)
+			}
+		}
+		var v Version
+		if v.unmarshal(b) == nil {
+			var w Version
+			if err := w.unmarshal(v.marshal()); err != nil || !reflect.DeepEqual(v, w) {
+				t.Fatalf("version re-encode: %v", err)
+			}
+		}
+		var c Chunk
+		_ = c.unmarshal(b)
+		var s Segment
+		_ = s.unmarshal(b)
+		var fa Family
+		_ = fa.unmarshal(b)
+	})
+}
+
+func TestNamespace(t *testing.T) {
+	db, _ := openTest(t)
+	var file Inode
+	err := db.Update(func(tx *Tx) error {
+		if err := tx.PutInode(&Inode{Ino: RootIno, Mode: 0o40755, Nlink: 2}); err != nil {
+			return err
+		}
+		file = Inode{Mode: 0o100644, Nlink: 1}
+		if err := tx.NewInode(&file); err != nil {
+			return err
+		}
+		if err := tx.Link(RootIno, "b.pt", file.Ino); err != nil {
+			return err
+		}
+		if err := tx.Link(RootIno, "a.pt", file.Ino); err != nil {
+			return err
+		}
+		return tx.SetXattr(file.Ino, "user.k", []byte("v"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file.Ino <= RootIno {
+		t.Fatalf("new inode number %d collides with the root", file.Ino)
+	}
+	err = db.View(func(tx *Tx) error {
+		ents, _ := tx.ReadDir(RootIno)
+		if len(ents) != 2 || ents[0].Name != "a.pt" || ents[1].Name != "b.pt" {
+			t.Errorf("ReadDir = %+v", ents)
+		}
+		if ino, err := tx.Lookup(RootIno, "b.pt"); err != nil || ino != file.Ino {
+			t.Errorf("Lookup = %d, %v", ino, err)
+		}
+		if _, err := tx.Lookup(RootIno, "c.pt"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Lookup missing: %v", err)
+		}
+		if v, ok := tx.Xattr(file.Ino, "user.k"); !ok || string(v) != "v" {
+			t.Errorf("Xattr = %q %v", v, ok)
+		}
+		if tx.DirEmpty(RootIno) || !tx.DirEmpty(file.Ino) {
+			t.Error("DirEmpty wrong")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *Tx) error {
+		if err := tx.Unlink(RootIno, "a.pt"); err != nil {
+			return err
+		}
+		return tx.DeleteInode(file.Ino)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx *Tx) error {
+		if _, ok := tx.Xattr(file.Ino, "user.k"); ok {
+			t.Error("xattr survived DeleteInode")
+		}
+		if _, err := tx.Inode(file.Ino); !errors.Is(err, ErrNotFound) {
+			t.Error("inode survived DeleteInode")
+		}
+		return nil
+	})
+}
+
+func TestChunksLookup(t *testing.T) {
+	db, _ := openTest(t)
+	const id = VersionID(5)
+	err := db.Update(func(tx *Tx) error {
+		for i := int64(0); i < 10; i++ {
+			if err := tx.PutChunk(id, &Chunk{Offset: i * 100, Length: 100}); err != nil {
+				return err
+			}
+		}
+		// Neighbouring versions must not leak into the lookups.
+		if err := tx.PutChunk(id-1, &Chunk{Offset: 5000, Length: 1}); err != nil {
+			return err
+		}
+		return tx.PutChunk(id+1, &Chunk{Offset: 0, Length: 1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx *Tx) error {
+		for _, tc := range []struct {
+			from  int64
+			first int64
+			n     int
+		}{{0, 0, 3}, {150, 100, 3}, {199, 100, 3}, {200, 200, 3}, {950, 900, 1}, {999, 900, 1}, {1000, -1, 0}, {5000, -1, 0}} {
+			got, err := tx.Chunks(nil, id, tc.from, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.n || tc.n > 0 && got[0].Offset != tc.first {
+				t.Errorf("Chunks(from %d) = %+v, want %d starting at %d", tc.from, got, tc.n, tc.first)
+			}
+		}
+		var n int
+		_ = tx.ForEachChunk(id, func(c *Chunk) error { n++; return nil })
+		if n != 10 {
+			t.Errorf("ForEachChunk saw %d chunks, want 10", n)
+		}
+		return nil
+	})
+	if err := db.Update(func(tx *Tx) error { return tx.DeleteVersion(id) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx *Tx) error {
+		if got, _ := tx.Chunks(nil, id, 0, 10); len(got) != 0 {
+			t.Errorf("chunks survived DeleteVersion: %+v", got)
+		}
+		if got, _ := tx.Chunks(nil, id+1, 0, 10); len(got) != 1 {
+			t.Errorf("DeleteVersion removed a neighbour's chunks")
+		}
+		return nil
+	})
+}
+
+func TestAccountingCountsPages(t *testing.T) {
+	var pages int64
+	db, err := Open(filepath.Join(t.TempDir(), "m.db"), Options{NoSync: true, Account: func(n int64) { pages += n }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before := pages
+	err = db.Update(func(tx *Tx) error {
+		for i := 0; i < 2000; i++ {
+			if err := tx.PutChunk(1, &Chunk{Offset: int64(i), Length: 1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2000 chunk records of ~20 bytes span several 4 KiB pages.
+	if got := pages - before; got < 5 {
+		t.Fatalf("a 2000-record transaction was accounted as %d pages", got)
+	}
+}
+
+func TestLockedStore(t *testing.T) {
+	_, path := openTest(t)
+	_, err := Open(path, Options{LockTimeout: 50e6})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
+
+func TestCleanFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.db")
+	db, err := Open(path, Options{NoSync: true})
+	if err != nil || !db.WasClean() {
+		t.Fatalf("new store: clean=%v err=%v", db != nil && db.WasClean(), err)
+	}
+	db.Close()
+	db, _ = Open(path, Options{NoSync: true})
+	if !db.WasClean() {
+		t.Fatal("store closed cleanly reported unclean")
+	}
+	// Simulate a crash: close bbolt without marking clean.
+	db.bolt.Close()
+	db, _ = Open(path, Options{NoSync: true})
+	defer db.Close()
+	if db.WasClean() {
+		t.Fatal("store left without Close reported clean")
+	}
+}
+
+func TestAllocatorReserveCommitFree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.db")
+	db, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAllocator(db, DeviceSpace, 100, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := a.Reserve(300)
+	if err != nil || len(r1) != 1 || r1[0] != (Extent{100, 300}) {
+		t.Fatalf("Reserve = %v, %v", r1, err)
+	}
+	if _, err := a.Reserve(200); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *Tx) error { return a.Commit(tx, r1) }); err != nil {
+		t.Fatal(err)
+	}
+	if a.FreePages() != 500 {
+		t.Fatalf("FreePages = %d, want 500", a.FreePages())
+	}
+	if _, err := a.Reserve(501); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("over-reserve: %v", err)
+	}
+	// "Crash": reopen without committing r2; its pages are free again, r1's are not.
+	db.bolt.Close()
+	db, _ = Open(path, Options{NoSync: true})
+	defer db.Close()
+	a, err = NewAllocator(db, DeviceSpace, 100, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.FreePages() != 700 {
+		t.Fatalf("after reopen FreePages = %d, want 700 (reservation must not survive)", a.FreePages())
+	}
+	if err := db.Update(func(tx *Tx) error { return a.Free(tx, r1) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx *Tx) error {
+		exts, _ := tx.FreeExtents(DeviceSpace)
+		if len(exts) != 1 || exts[0] != (Extent{100, 1000}) {
+			t.Errorf("free list after freeing everything = %v, want one merged extent", exts)
+		}
+		return nil
+	})
+	if err := db.Update(func(tx *Tx) error { return a.Free(tx, r1) }); !errors.Is(err, ErrBadExtent) {
+		t.Fatalf("double free: %v, want ErrBadExtent", err)
+	}
+	if a.FreePages() != 1000 {
+		t.Fatalf("failed transaction changed memory: FreePages = %d", a.FreePages())
+	}
+}
+
+// TestAllocatorRandom runs random reserve/commit/unreserve/free sequences and
+// checks that memory and the persisted list agree and no page is lost.
+func TestAllocatorRandom(t *testing.T) {
+	db, _ := openTest(t)
+	const total = 5000
+	a, err := NewAllocator(db, ShadowSpace, 0, total)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	var committed, reserved [][]Extent
+	for step := 0; step < 3000; step++ {
+		switch op := rng.Intn(4); {
+		case op == 0 || len(reserved) == 0 && len(committed) == 0:
+			if r, err := a.Reserve(int64(1 + rng.Intn(200))); err == nil {
+				reserved = append(reserved, r)
+			}
+		case op == 1 && len(reserved) > 0:
+			i := rng.Intn(len(reserved))
+			r := reserved[i]
+			reserved = append(reserved[:i], reserved[i+1:]...)
+			if err := db.Update(func(tx *Tx) error { return a.Commit(tx, r) }); err != nil {
+				t.Fatal(err)
+			}
+			committed = append(committed, r)
+		case op == 2 && len(reserved) > 0:
+			i := rng.Intn(len(reserved))
+			a.Unreserve(reserved[i])
+			reserved = append(reserved[:i], reserved[i+1:]...)
+		case len(committed) > 0:
+			i := rng.Intn(len(committed))
+			r := committed[i]
+			committed = append(committed[:i], committed[i+1:]...)
+			if err := db.Update(func(tx *Tx) error { return a.Free(tx, r) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var inUse, held int64
+		for _, r := range committed {
+			for _, e := range r {
+				inUse += e.Len
+			}
+		}
+		for _, r := range reserved {
+			for _, e := range r {
+				held += e.Len
+			}
+		}
+		if a.FreePages()+inUse+held != total {
+			t.Fatalf("step %d: free %d + committed %d + reserved %d != %d", step, a.FreePages(), inUse, held, total)
+		}
+		var persisted int64
+		_ = db.View(func(tx *Tx) error {
+			exts, _ := tx.FreeExtents(ShadowSpace)
+			for i, e := range exts {
+				persisted += e.Len
+				if i > 0 && exts[i-1].End() >= e.Start {
+					t.Fatalf("persisted free list not merged/sorted: %v", exts)
+				}
+			}
+			return nil
+		})
+		if persisted != total-inUse {
+			t.Fatalf("step %d: persisted free %d, want %d", step, persisted, total-inUse)
+		}
+	}
+}
