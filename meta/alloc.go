@@ -288,3 +288,51 @@ func (s *extentSet) take(n int64) []Extent {
 	}
 	return out
 }
+
+// ShadowExtents returns the shadow device pages of an inode's content, in
+// file order (the plain filesystem the shadow device models).
+func (tx *Tx) ShadowExtents(ino Ino) ([]Extent, error) {
+	b := tx.tx.Bucket(bucketShadow).Get(u64key(uint64(ino)))
+	if b == nil {
+		return nil, nil
+	}
+	r := recordReader{b: b}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		return nil, fmt.Errorf("shadow extents of %d: %w", ino, ErrCorruptRecord)
+	}
+	out := make([]Extent, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		out = append(out, Extent{Start: r.varint(), Len: r.varint()})
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("shadow extents of %d: %w", ino, r.err)
+	}
+	return out, nil
+}
+
+// PutShadowExtents records an inode's shadow pages (nil deletes the record).
+func (tx *Tx) PutShadowExtents(ino Ino, exts []Extent) error {
+	b := tx.tx.Bucket(bucketShadow)
+	if len(exts) == 0 {
+		return b.Delete(u64key(uint64(ino)))
+	}
+	w := recordWriter{}
+	w.uvarint(uint64(len(exts)))
+	for _, e := range exts {
+		w.varint(e.Start)
+		w.varint(e.Len)
+	}
+	return b.Put(u64key(uint64(ino)), w.b)
+}
+
+// ForEachShadow calls fn for every inode's shadow extents.
+func (tx *Tx) ForEachShadow(fn func(Ino, []Extent) error) error {
+	return tx.tx.Bucket(bucketShadow).ForEach(func(k, _ []byte) error {
+		exts, err := tx.ShadowExtents(Ino(keyU64(k)))
+		if err != nil {
+			return err
+		}
+		return fn(Ino(keyU64(k)), exts)
+	})
+}

@@ -96,6 +96,13 @@ func Open(path string, opts Options) (*DB, error) {
 	return db, nil
 }
 
+// SetAccount replaces the callback told of metadata page writes.
+func (db *DB) SetAccount(fn func(pages int64)) {
+	db.mu.Lock()
+	db.account = fn
+	db.mu.Unlock()
+}
+
 // WasClean reports whether the previous process closed the store cleanly
 // (true for a new store). After an unclean stop, pages written for
 // uncommitted files may still be mapped on the device.
@@ -191,6 +198,11 @@ func (tx *Tx) AddCounter(name string, delta int64) error {
 		v = 0
 	}
 	return tx.tx.Bucket(bucketCounters).Put([]byte(name), u64key(uint64(v)))
+}
+
+// SetCounter sets a named counter.
+func (tx *Tx) SetCounter(name string, v uint64) error {
+	return tx.tx.Bucket(bucketCounters).Put([]byte(name), u64key(v))
 }
 
 // Counters returns every counter.

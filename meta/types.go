@@ -269,6 +269,7 @@ type Family struct {
 	BaselineBytes int64  // encoded bytes of the baseline
 	LastSize      int64
 	LastBytes     int64
+	DeltaBytes    int64  // encoded bytes of the deltas since Baseline
 	Versions      uint64 // versions ever committed in the family
 }
 
@@ -285,6 +286,7 @@ func (f *Family) marshal() []byte {
 	w.varint(f.BaselineBytes)
 	w.varint(f.LastSize)
 	w.varint(f.LastBytes)
+	w.varint(f.DeltaBytes)
 	w.uvarint(f.Versions)
 	return w.b
 }
@@ -300,6 +302,7 @@ func (f *Family) unmarshal(b []byte) error {
 	f.BaselineBytes = r.varint()
 	f.LastSize = r.varint()
 	f.LastBytes = r.varint()
+	f.DeltaBytes = r.varint()
 	f.Versions = r.uvarint()
 	return r.err
 }

@@ -1,0 +1,124 @@
+package chain
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// chunkKey names a chunk's plain bytes: version and file offset.
+type chunkKey struct {
+	v   meta.VersionID
+	off int64
+}
+
+// chunkCache keeps recently rebuilt plain chunks, bounded in bytes, and makes
+// concurrent requests for one chunk share a single rebuild. Cached slices are
+// shared: callers must not modify them.
+type chunkCache struct {
+	mu       sync.Mutex
+	max      int64
+	size     int64
+	lru      *list.List // of *cacheEntry, most recent first
+	items    map[chunkKey]*list.Element
+	inflight map[chunkKey]*cacheCall
+	hits     int64
+	misses   int64
+}
+
+type cacheEntry struct {
+	key chunkKey
+	val []byte
+}
+
+type cacheCall struct {
+	done chan struct{}
+	val  []byte
+	err  error
+}
+
+func newChunkCache(maxBytes int64) *chunkCache {
+	return &chunkCache{max: maxBytes, lru: list.New(),
+		items: map[chunkKey]*list.Element{}, inflight: map[chunkKey]*cacheCall{}}
+}
+
+// get returns the cached bytes of k, or runs load once for all concurrent
+// callers and caches its result.
+func (c *chunkCache) get(k chunkKey, load func() ([]byte, error)) ([]byte, error) {
+	c.mu.Lock()
+	if el, ok := c.items[k]; ok {
+		c.lru.MoveToFront(el)
+		c.hits++
+		v := el.Value.(*cacheEntry).val
+		c.mu.Unlock()
+		return v, nil
+	}
+	if call, ok := c.inflight[k]; ok {
+		c.mu.Unlock()
+		<-call.done
+		return call.val, call.err
+	}
+	c.misses++
+	call := &cacheCall{done: make(chan struct{})}
+	c.inflight[k] = call
+	c.mu.Unlock()
+
+	call.val, call.err = load()
+
+	c.mu.Lock()
+	delete(c.inflight, k)
+	if call.err == nil {
+		c.insertLocked(k, call.val)
+	}
+	c.mu.Unlock()
+	close(call.done)
+	return call.val, call.err
+}
+
+// put caches plain bytes that the caller already has (an ingest's chunks,
+// which the next version of the family will want as references).
+func (c *chunkCache) put(k chunkKey, v []byte) {
+	c.mu.Lock()
+	if _, ok := c.items[k]; !ok {
+		c.insertLocked(k, v)
+	}
+	c.mu.Unlock()
+}
+
+func (c *chunkCache) insertLocked(k chunkKey, v []byte) {
+	if int64(len(v)) > c.max/4 {
+		return // one chunk must not flush the cache
+	}
+	c.items[k] = c.lru.PushFront(&cacheEntry{key: k, val: v})
+	c.size += int64(len(v))
+	for c.size > c.max {
+		el := c.lru.Back()
+		e := el.Value.(*cacheEntry)
+		c.lru.Remove(el)
+		delete(c.items, e.key)
+		c.size -= int64(len(e.val))
+	}
+}
+
+// dropVersion forgets every chunk of a freed version, so a reused number
+// could never read stale bytes (numbers are not reused, but be safe).
+func (c *chunkCache) dropVersion(v meta.VersionID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for el := c.lru.Front(); el != nil; {
+		next := el.Next()
+		if e := el.Value.(*cacheEntry); e.key.v == v {
+			c.lru.Remove(el)
+			delete(c.items, e.key)
+			c.size -= int64(len(e.val))
+		}
+		el = next
+	}
+}
+
+func (c *chunkCache) stats() (hits, misses, size int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses, c.size
+}

@@ -1,0 +1,127 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// Size is the version's size in bytes.
+func (p *Pending) Size() int64 { return p.v.Size }
+
+// Commit makes p the content of inode ino in one transaction: the version,
+// its segments and chunks, its pages, the family's chain, the old content's
+// release and the shadow's writes. If it fails, nothing changed and the
+// caller should Discard p.
+func (s *Store) Commit(ino meta.Ino, p *Pending, change ShadowChange, mtime int64) error {
+	err := s.Update(func(tx *Tx) error { return tx.commitVersion(ino, p, change, mtime) })
+	s.unregisterPending(p)
+	if p.pinned != 0 {
+		s.unpin(p.pinned)
+		p.pinned = 0
+	}
+	if err != nil {
+		return fmt.Errorf("commit version of inode %d: %w", ino, err)
+	}
+	return nil
+}
+
+// Discard gives back the pages of a pending version that will not be
+// committed.
+func (s *Store) Discard(p *Pending) {
+	s.unregisterPending(p)
+	for _, e := range p.v.Pack {
+		_ = s.dev.Trim(e.Start, e.Len)
+	}
+	s.alloc.Unreserve(p.v.Pack)
+	p.v.Pack = nil
+	if p.pinned != 0 {
+		s.unpin(p.pinned)
+		p.pinned = 0
+	}
+}
+
+func (tx *Tx) commitVersion(ino meta.Ino, p *Pending, change ShadowChange, mtime int64) error {
+	n, err := tx.Inode(ino)
+	if err != nil {
+		return err
+	}
+	v := p.v
+	v.Ino, v.Live = ino, true
+	if v.Ref != 0 {
+		ref, err := tx.Version(v.Ref)
+		if err != nil {
+			return fmt.Errorf("reference %d vanished while pinned: %w", v.Ref, err)
+		}
+		ref.Dependents++
+		if err := tx.PutVersion(ref); err != nil {
+			return err
+		}
+	}
+	if err := tx.s.alloc.Commit(tx.Tx, v.Pack); err != nil {
+		return err
+	}
+	if err := tx.PutVersion(&v); err != nil {
+		return err
+	}
+	for i := range p.segments {
+		if err := tx.PutSegment(v.ID, &p.segments[i]); err != nil {
+			return err
+		}
+	}
+	for i := range p.chunks {
+		if err := tx.PutChunk(v.ID, &p.chunks[i]); err != nil {
+			return err
+		}
+	}
+	old := n.Version
+	if mtime == 0 {
+		mtime = tx.s.now().UnixNano()
+	}
+	n.Version, n.Size, n.Mtime, n.Ctime = v.ID, v.Size, mtime, tx.s.now().UnixNano()
+	if err := tx.PutInode(n); err != nil {
+		return err
+	}
+	if old != 0 {
+		if err := tx.releaseVersion(old, true); err != nil {
+			return err
+		}
+	}
+	if err := tx.advanceFamily(&v); err != nil {
+		return err
+	}
+	if tx.Counter("next_version") < uint64(v.ID) {
+		if err := tx.SetCounter("next_version", uint64(v.ID)); err != nil {
+			return err
+		}
+	}
+	for name, d := range map[string]int64{"versions_committed": 1, "logical_bytes": v.Size,
+		"stored_bytes": v.PackBytes, "pack_bytes_written": v.PackBytes, "pack_pages_written": v.PackPages()} {
+		if err := tx.AddCounter(name, d); err != nil {
+			return err
+		}
+	}
+	return tx.shadowCommit(ino, change, v.Size)
+}
+
+// advanceFamily records v as the family's newest version.
+func (tx *Tx) advanceFamily(v *meta.Version) error {
+	f, err := tx.Family(v.Family)
+	if errors.Is(err, meta.ErrNotFound) {
+		f, err = &meta.Family{Name: v.Family}, nil
+	}
+	if err != nil {
+		return err
+	}
+	f.Last, f.LastSize, f.LastBytes = v.ID, v.Size, v.PackBytes
+	f.Versions++
+	if v.Ref == 0 {
+		f.Baseline, f.SinceBaseline = v.ID, 0
+		f.BaselineSize, f.BaselineBytes, f.DeltaBytes = v.Size, v.PackBytes, 0
+	} else {
+		f.SinceBaseline++
+		f.DeltaBytes += v.PackBytes
+	}
+	return tx.PutFamily(f)
+}

@@ -1,0 +1,110 @@
+package chain
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/ckptfs/ckptfs/encode"
+)
+
+// Scheme says which earlier version a new delta is taken against.
+type Scheme uint8
+
+const (
+	// Progressive deltas each version against the family's previous one:
+	// the smallest deltas, but restoring version k decodes the whole run
+	// since its baseline (the paper's Fig. 6a).
+	Progressive Scheme = iota
+	// ChainScheme deltas every version against the family's baseline:
+	// restores decode two versions at most, deltas grow with distance
+	// (Fig. 6b).
+	ChainScheme
+)
+
+func (s Scheme) String() string {
+	if s == ChainScheme {
+		return "chain"
+	}
+	return "progressive"
+}
+
+// ParseScheme is the inverse of Scheme.String.
+func ParseScheme(s string) (Scheme, error) {
+	switch s {
+	case "progressive":
+		return Progressive, nil
+	case "chain":
+		return ChainScheme, nil
+	}
+	return 0, fmt.Errorf("unknown scheme %q (want progressive or chain)", s)
+}
+
+// SnapDisAuto asks the store to choose when to start a new baseline.
+const SnapDisAuto = 0
+
+// ParseSnapDis reads a --snap-dis value: a positive count or "auto".
+func ParseSnapDis(s string) (int, error) {
+	if s == "auto" {
+		return SnapDisAuto, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("snap-dis %q: want a positive number or auto", s)
+	}
+	return n, nil
+}
+
+// FormatSnapDis is the inverse of ParseSnapDis.
+func FormatSnapDis(n int) string {
+	if n == SnapDisAuto {
+		return "auto"
+	}
+	return strconv.Itoa(n)
+}
+
+// Policy is how new versions are coded. It may change between mounts; it
+// applies to versions written afterwards.
+type Policy struct {
+	Codec   encode.Codec // tensor codec; raw ranges always use zstd
+	Scheme  Scheme
+	SnapDis int // versions per baseline group (1 = every version a baseline); SnapDisAuto
+	// MaxDepth bounds the deltas between any version and its baseline under
+	// SnapDisAuto: restore time and hidden-version storage grow with it.
+	MaxDepth int
+}
+
+// DefaultPolicy is what `ckptfs mount` uses without flags.
+func DefaultPolicy() Policy {
+	return Policy{Codec: encode.Planes, Scheme: Progressive, SnapDis: SnapDisAuto, MaxDepth: 10}
+}
+
+// Validate refuses policies the store cannot follow.
+func (p Policy) Validate() error {
+	if p.SnapDis < 0 {
+		return fmt.Errorf("snap-dis %d: must be positive or auto", p.SnapDis)
+	}
+	if p.SnapDis == SnapDisAuto && p.MaxDepth < 1 {
+		return fmt.Errorf("max depth %d: must be at least 1", p.MaxDepth)
+	}
+	if p.Scheme > ChainScheme {
+		return fmt.Errorf("unknown scheme %d", p.Scheme)
+	}
+	return nil
+}
+
+// Layout fixes how files are cut into chunks. It is part of the on-disk
+// format: chunks of two versions line up only if both used the same layout.
+type Layout struct {
+	ChunkElems int `json:"chunk_elems"` // elements per tensor chunk
+	RawChunk   int `json:"raw_chunk"`   // bytes per raw chunk
+}
+
+// DefaultLayout cuts tensors into 64 Ki-element chunks (256 KiB of float32).
+func DefaultLayout() Layout { return Layout{ChunkElems: 64 << 10, RawChunk: 256 << 10} }
+
+func (l Layout) chunkBytes(tensor bool, dt encode.DType) int {
+	if !tensor {
+		return l.RawChunk
+	}
+	return l.ChunkElems * dt.Width()
+}

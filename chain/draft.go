@@ -1,0 +1,230 @@
+package chain
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// draftMemPages bounds the dirty pages a draft keeps in memory (64 MiB of
+// 4 KiB pages), like a page cache; beyond it, pages are staged on the device
+// (written and counted) until the commit.
+const draftMemPages = 16384
+
+// draft is the fallback content of a file being changed in any pattern
+// other than sequential writes from the start: a base version (possibly a
+// pending one), overlaid with dirty pages, resized by truncates. It is
+// re-ingested sequentially at commit.
+type draft struct {
+	s        *Store
+	ps       int64
+	base     *Reader
+	baseLive int64    // bytes of base still visible: a truncate below cuts it
+	temp     *Pending // base to discard after commit (an interrupted ingest)
+	size     int64
+
+	mem      map[int64][]byte // dirty pages in memory
+	staged   map[int64]int64  // dirty pages staged on the device: page → lpn
+	stageExt []meta.Extent
+
+	truncated bool // for the shadow: cut below its committed size
+	truncMin  int64
+}
+
+func newDraft(s *Store, base *Reader, temp *Pending) *draft {
+	d := &draft{s: s, ps: int64(s.pageSize), base: base, temp: temp,
+		mem: map[int64][]byte{}, staged: map[int64]int64{}}
+	if base != nil {
+		d.size, d.baseLive = base.Size(), base.Size()
+	}
+	d.truncMin = d.size
+	return d
+}
+
+// page returns page idx's current bytes; the caller may change them.
+func (d *draft) page(idx int64) ([]byte, error) {
+	if b, ok := d.mem[idx]; ok {
+		return b, nil
+	}
+	buf := make([]byte, d.ps)
+	if lpn, ok := d.staged[idx]; ok {
+		if err := d.s.dev.ReadPages(lpn, buf); err != nil {
+			return nil, fmt.Errorf("read staged page %d: %w", idx, err)
+		}
+		return buf, nil
+	}
+	off := idx * d.ps
+	if d.base != nil && off < d.baseLive {
+		n := min(d.ps, d.baseLive-off)
+		if _, err := d.base.ReadAt(buf[:n], off); err != nil && err != io.EOF {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// WriteAt writes p at off, growing the file as needed.
+func (d *draft) WriteAt(p []byte, off int64) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		idx, in := off/d.ps, off%d.ps
+		n := min(int64(len(p)), d.ps-in)
+		var pg []byte
+		if in == 0 && n == d.ps {
+			pg = make([]byte, d.ps)
+		} else {
+			var err error
+			if pg, err = d.page(idx); err != nil {
+				return written, err
+			}
+		}
+		copy(pg[in:], p[:n])
+		if err := d.setPage(idx, pg); err != nil {
+			return written, err
+		}
+		p = p[n:]
+		off += n
+		written += int(n)
+		d.size = max(d.size, off)
+	}
+	return written, nil
+}
+
+func (d *draft) setPage(idx int64, pg []byte) error {
+	d.mem[idx] = pg
+	if lpn, ok := d.staged[idx]; ok {
+		d.unstage(idx, lpn)
+	}
+	if len(d.mem) > draftMemPages {
+		return d.spill(len(d.mem) / 2)
+	}
+	return nil
+}
+
+// spill stages n in-memory pages on the device.
+func (d *draft) spill(n int) error {
+	idxs := make([]int64, 0, len(d.mem))
+	for idx := range d.mem {
+		idxs = append(idxs, idx)
+	}
+	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
+	idxs = idxs[:n]
+	exts, err := d.s.alloc.Reserve(int64(n))
+	if err != nil {
+		return fmt.Errorf("stage draft pages: %w", err)
+	}
+	d.stageExt = append(d.stageExt, exts...)
+	for _, e := range exts {
+		buf := make([]byte, 0, e.Len*d.ps)
+		batch := idxs[:e.Len]
+		idxs = idxs[e.Len:]
+		for _, idx := range batch {
+			buf = append(buf, d.mem[idx]...)
+		}
+		if err := d.s.dev.WritePages(e.Start, buf); err != nil {
+			return fmt.Errorf("stage draft pages: %w", err)
+		}
+		for i, idx := range batch {
+			d.staged[idx] = e.Start + int64(i)
+			delete(d.mem, idx)
+		}
+	}
+	return nil
+}
+
+// unstage forgets a staged page (its pages are freed with the draft).
+func (d *draft) unstage(idx, lpn int64) {
+	delete(d.staged, idx)
+	_ = d.s.dev.Trim(lpn, 1)
+}
+
+// ReadAt reads the draft's current content.
+func (d *draft) ReadAt(p []byte, off int64) (int, error) {
+	if off >= d.size {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && off < d.size {
+		idx, in := off/d.ps, off%d.ps
+		pg, err := d.page(idx)
+		if err != nil {
+			return n, err
+		}
+		k := copy(p[n:], pg[in:min(d.ps, in+d.size-off)])
+		n += k
+		off += int64(k)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Truncate sets the size. Bytes past a shrink are gone for good: growing
+// again shows zeros.
+func (d *draft) Truncate(size int64) error {
+	if size < d.size {
+		lastKept := (size + d.ps - 1) / d.ps // pages [0, lastKept) stay
+		for idx := range d.mem {
+			if idx >= lastKept {
+				delete(d.mem, idx)
+			}
+		}
+		for idx, lpn := range d.staged {
+			if idx >= lastKept {
+				d.unstage(idx, lpn)
+			}
+		}
+		if in := size % d.ps; in != 0 {
+			pg, err := d.page(size / d.ps)
+			if err != nil {
+				return err
+			}
+			clear(pg[in:])
+			if err := d.setPage(size/d.ps, pg); err != nil {
+				return err
+			}
+		}
+		d.baseLive = min(d.baseLive, size)
+		d.truncated = true
+		d.truncMin = min(d.truncMin, size)
+	}
+	d.size = size
+	return nil
+}
+
+// shadowChange is what a plain filesystem would write for this draft.
+func (d *draft) shadowChange() ShadowChange {
+	idxs := make([]int64, 0, len(d.mem)+len(d.staged))
+	for idx := range d.mem {
+		idxs = append(idxs, idx)
+	}
+	for idx := range d.staged {
+		idxs = append(idxs, idx)
+	}
+	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
+	c := ShadowChange{Truncated: d.truncated, TruncSize: d.truncMin}
+	for _, idx := range idxs {
+		if n := len(c.Dirty); n > 0 && c.Dirty[n-1].First+c.Dirty[n-1].Count == idx {
+			c.Dirty[n-1].Count++
+		} else {
+			c.Dirty = append(c.Dirty, PageRange{idx, 1})
+		}
+	}
+	return c
+}
+
+// release gives back the staged pages and the temporary base.
+func (d *draft) release() {
+	for _, e := range d.stageExt {
+		_ = d.s.dev.Trim(e.Start, e.Len)
+	}
+	d.s.alloc.Unreserve(d.stageExt)
+	d.stageExt, d.staged, d.mem = nil, map[int64]int64{}, map[int64][]byte{}
+	if d.temp != nil {
+		d.s.Discard(d.temp)
+		d.temp = nil
+	}
+}

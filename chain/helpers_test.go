@@ -1,0 +1,143 @@
+package chain
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"math/rand"
+	"syscall"
+	"testing"
+
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
+)
+
+// smallDevice is a 64 MiB simulated SSD: big enough for the tests' files,
+// small enough to run GC.
+func smallDevice() nandsim.Config {
+	c := nandsim.DefaultConfig()
+	c.Channels, c.BlocksPerChip = 4, 64
+	return c
+}
+
+func openTestStore(t testing.TB, dir string, p Policy) *DirStore {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: p, CacheBytes: 8 << 20}, Device: smallDevice(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// npyFile is a NumPy .npy holding float32 values: a format the detectors
+// recognise, so its data is labelled as one tensor.
+func npyFile(vals []float32) []byte {
+	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", len(vals))
+	for (10+len(header)+1)%64 != 0 {
+		header += " "
+	}
+	header += "\n"
+	var b bytes.Buffer
+	b.WriteString("\x93NUMPY\x01\x00")
+	binary.Write(&b, binary.LittleEndian, uint16(len(header)))
+	b.WriteString(header)
+	binary.Write(&b, binary.LittleEndian, vals)
+	return b.Bytes()
+}
+
+// trainingSeries returns n versions of float32 weights that drift like a
+// training: each step adds small noise, so consecutive versions share most
+// high bits.
+func trainingSeries(seed int64, elems, n int) [][]float32 {
+	rng := rand.New(rand.NewSource(seed))
+	w := make([]float32, elems)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * 0.05)
+	}
+	out := make([][]float32, 0, n)
+	for v := 0; v < n; v++ {
+		out = append(out, append([]float32(nil), w...))
+		for i := range w {
+			w[i] += float32(rng.NormFloat64() * 1e-4)
+		}
+	}
+	return out
+}
+
+// writeFile creates or replaces name (in the root) with data, streamed in
+// pieces of the given size, and commits it.
+func writeFile(t testing.TB, s *Store, name string, data []byte, piece int) meta.Ino {
+	t.Helper()
+	n, err := s.Lookup(meta.RootIno, name)
+	if err != nil {
+		if n, err = s.Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := s.NewWriter(n.Ino, name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(data); off += piece {
+		end := min(len(data), off+piece)
+		if _, err := w.WriteAt(data[off:end], int64(off), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return n.Ino
+}
+
+// readFile reads a committed file through a Reader.
+func readFile(t testing.TB, s *Store, name string) []byte {
+	t.Helper()
+	n, err := s.Lookup(meta.RootIno, name)
+	if err != nil {
+		t.Fatalf("lookup %s: %v", name, err)
+	}
+	r, err := s.OpenVersion(n.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, r.Size())
+	if _, err := r.ReadAt(out, 0); err != nil && err != io.EOF {
+		t.Fatalf("read %s: %v", name, err)
+	}
+	if int64(len(out)) != n.Size {
+		t.Fatalf("%s: reader size %d, inode size %d", name, len(out), n.Size)
+	}
+	return out
+}
+
+func mustCheck(t testing.TB, s *Store, deep bool) *CheckReport {
+	t.Helper()
+	rep, err := s.Check(deep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		t.Errorf("fsck: %s", p)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return rep
+}
+
+func randomBytes(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	rng.Read(b)
+	return b
+}
+
+func floatsNaNInf() []float32 {
+	return []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, math.MaxFloat32}
+}

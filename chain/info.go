@@ -1,0 +1,51 @@
+package chain
+
+import (
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// FileInfo says how a file's committed content is stored.
+type FileInfo struct {
+	Version     meta.VersionID
+	Reference   meta.VersionID // 0 for a baseline
+	Depth       uint32
+	StoredBytes int64
+	Codec       string
+	Family      string
+	Format      string
+}
+
+// Info describes inode ino's committed content; nil for an empty file or a
+// non-file.
+func (s *Store) Info(ino meta.Ino) (*FileInfo, error) {
+	var info *FileInfo
+	err := s.db.View(func(tx *meta.Tx) error {
+		n, err := tx.Inode(ino)
+		if err != nil || n.Version == 0 {
+			return err
+		}
+		v, err := tx.Version(n.Version)
+		if err != nil {
+			return err
+		}
+		info = &FileInfo{Version: v.ID, Reference: v.Ref, Depth: v.Depth, StoredBytes: v.PackBytes,
+			Codec: v.Codec, Family: v.Family, Format: v.Format}
+		return nil
+	})
+	return info, notFound("info", err)
+}
+
+// FSStat is the filesystem's size in device pages.
+type FSStat struct {
+	PageSize  int
+	Pages     int64
+	FreePages int64
+	Inodes    uint64
+}
+
+// Statfs reports the data area of the device and what is free in it.
+func (s *Store) Statfs() FSStat {
+	var inodes uint64
+	_ = s.db.View(func(tx *meta.Tx) error { inodes = tx.Counter("next_ino"); return nil })
+	return FSStat{PageSize: s.pageSize, Pages: s.alloc.Pages(), FreePages: s.alloc.FreePages(), Inodes: inodes}
+}

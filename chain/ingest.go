@@ -1,0 +1,317 @@
+package chain
+
+import (
+	"fmt"
+	"hash/crc32"
+	"path"
+
+	"github.com/ckptfs/ckptfs/encode"
+	"github.com/ckptfs/ckptfs/encode/detect"
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// maxInFlight bounds the chunks an ingest has submitted but not yet packed:
+// memory per ingest is about maxInFlight × (chunk + reference + encoded).
+const maxInFlight = 8
+
+// Ingest turns a stream of sequential writes into a pending version: it
+// labels the bytes, cuts them into chunks, encodes each against the same
+// chunk of the reference version, and packs the results onto the device as
+// it goes. Nothing is visible until the version is committed.
+type Ingest struct {
+	s        *Store
+	pol      Policy
+	family   string
+	id       meta.VersionID
+	ref      *meta.Version
+	refDepth uint32
+	refSeg   map[string]meta.Segment // reference's tensor segments by key
+
+	det   detect.Detector
+	spans []detect.Span
+
+	segments []meta.Segment
+	cur      int   // index of the open segment in segments, -1 if none
+	region   int64 // detector region of the open segment
+	label    detect.Label
+	chunkBuf []byte
+	chunkOff int64
+	chunkIdx uint32
+
+	queue  []pendingChunk
+	chunks []meta.Chunk
+	pack   *packWriter
+
+	size        int64
+	crc         uint32
+	deltas      uint32
+	unchanged   uint32
+	tensorBytes int64
+	err         error
+	done        bool
+}
+
+type pendingChunk struct {
+	job   *chunkJob
+	chunk meta.Chunk
+}
+
+// NewIngest starts a new version for the file at filePath (relative to the
+// store's root; it names the family and hints the format).
+func (s *Store) NewIngest(filePath string) (*Ingest, error) {
+	in := &Ingest{s: s, pol: s.Policy(), family: FamilyOf(filePath), id: s.newVersionID(),
+		det: detect.New(path.Base(filePath)), cur: -1, pack: newPackWriter(s)}
+	err := s.View(func(tx *Tx) error {
+		ref, err := s.chooseReference(tx.Tx, in.family)
+		if err != nil || ref == nil {
+			return err
+		}
+		segs, err := tx.Segments(ref.ID)
+		if err != nil {
+			return err
+		}
+		in.ref = ref
+		in.refSeg = make(map[string]meta.Segment, len(segs))
+		for _, sg := range segs {
+			if sg.Tensor {
+				in.refSeg[sg.Key] = sg
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingest %s: choose reference: %w", filePath, err)
+	}
+	if in.ref != nil {
+		s.pin(in.ref.ID)
+		in.refDepth = in.ref.Depth
+	}
+	return in, nil
+}
+
+// Size is the number of bytes written so far.
+func (in *Ingest) Size() int64 { return in.size }
+
+// Write appends p to the version.
+func (in *Ingest) Write(p []byte) error {
+	if in.err != nil {
+		return in.err
+	}
+	if in.done {
+		return fmt.Errorf("ingest: write after finish")
+	}
+	in.crc = crc32.Update(in.crc, castagnoli, p)
+	in.spans = in.det.Label(in.spans[:0], p)
+	base := in.size
+	for _, sp := range in.spans {
+		if in.cur < 0 || sp.Region != in.region || sp.Label != in.label {
+			if err := in.endSegment(); err != nil {
+				return in.fail(err)
+			}
+			in.startSegment(sp)
+		}
+		if err := in.appendData(p[sp.Offset-base : sp.Offset-base+sp.Length]); err != nil {
+			return in.fail(err)
+		}
+	}
+	in.size += int64(len(p))
+	in.s.logical.Add(int64(len(p)))
+	return nil
+}
+
+func (in *Ingest) fail(err error) error {
+	if in.err == nil {
+		in.err = fmt.Errorf("ingest %s: %w", in.family, err)
+	}
+	return in.err
+}
+
+func (in *Ingest) startSegment(sp detect.Span) {
+	in.segments = append(in.segments, meta.Segment{Index: uint32(len(in.segments)),
+		Tensor: sp.Kind == detect.Tensor, Key: sp.Key, DType: uint8(sp.DType), Offset: sp.Offset})
+	in.cur = len(in.segments) - 1
+	in.region = sp.Region
+	in.label = sp.Label
+	in.chunkIdx = 0
+	in.chunkOff = sp.Offset
+	in.chunkBuf = in.chunkBuf[:0]
+}
+
+func (in *Ingest) chunkBytes() int {
+	seg := &in.segments[in.cur]
+	return in.s.layout.chunkBytes(seg.Tensor, encode.DType(seg.DType))
+}
+
+func (in *Ingest) appendData(data []byte) error {
+	seg := &in.segments[in.cur]
+	seg.Length += int64(len(data))
+	if seg.Tensor {
+		in.tensorBytes += int64(len(data))
+	}
+	cb := in.chunkBytes()
+	for len(data) > 0 {
+		if in.chunkBuf == nil {
+			in.chunkBuf = make([]byte, 0, cb)
+		}
+		n := min(cb-len(in.chunkBuf), len(data))
+		in.chunkBuf = append(in.chunkBuf, data[:n]...)
+		data = data[n:]
+		if len(in.chunkBuf) == cb {
+			if err := in.submitChunk(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (in *Ingest) endSegment() error {
+	if in.cur >= 0 && len(in.chunkBuf) > 0 {
+		return in.submitChunk()
+	}
+	return nil
+}
+
+// submitChunk hands the buffered chunk to the workers and packs finished
+// chunks, oldest first, once too many are in flight.
+func (in *Ingest) submitChunk() error {
+	seg := &in.segments[in.cur]
+	plain := in.chunkBuf
+	in.chunkBuf = nil
+	c := meta.Chunk{Offset: in.chunkOff, Length: int64(len(plain)), Segment: seg.Index, Index: in.chunkIdx}
+	j := &chunkJob{plain: plain, dtype: encode.DType(seg.DType), done: make(chan struct{})}
+	if seg.Tensor {
+		j.codec = in.pol.Codec
+		if rs, ok := in.refSeg[seg.Key]; ok && rs.DType == seg.DType {
+			cb := int64(in.chunkBytes())
+			refOff := rs.Offset + int64(in.chunkIdx)*cb
+			if refLen := min(cb, rs.Offset+rs.Length-refOff); refLen == c.Length {
+				j.refVer, j.refOff = in.ref.ID, refOff
+				c.RefOffset = refOff
+			}
+		}
+	} else {
+		j.codec = rawCodecFor(in.pol.Codec)
+		j.dtype = encode.Bytes
+	}
+	in.chunkOff += c.Length
+	in.chunkIdx++
+	in.queue = append(in.queue, pendingChunk{job: j, chunk: c})
+	in.s.jobs <- j
+	for len(in.queue) >= maxInFlight {
+		if err := in.collect(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collect packs the oldest submitted chunk once it is encoded.
+func (in *Ingest) collect() error {
+	pc := in.queue[0]
+	in.queue = in.queue[1:]
+	<-pc.job.done
+	if pc.job.err != nil {
+		return pc.job.err
+	}
+	off, err := in.pack.Append(pc.job.enc)
+	if err != nil {
+		return err
+	}
+	c := pc.chunk
+	c.PackOff, c.EncLen, c.Delta = off, int64(len(pc.job.enc)), pc.job.delta
+	if !c.Delta {
+		c.RefOffset = 0
+	}
+	if pc.job.delta {
+		in.deltas++
+	}
+	if pc.job.unchanged {
+		in.unchanged++
+	}
+	in.chunks = append(in.chunks, c)
+	// The next version of the family will want these bytes as references;
+	// a cache hit saves rebuilding them through the delta chain.
+	if in.segments[c.Segment].Tensor {
+		in.s.cache.put(chunkKey{in.id, c.Offset}, pc.job.plain)
+	}
+	return nil
+}
+
+// rawCodecFor codes non-tensor bytes the way the tensor codec's method
+// would: the paper's "complete" stores everything, its gzip variants gzip
+// everything, its RLE variants compress floats only; planes uses zstd.
+func rawCodecFor(c encode.Codec) encode.Codec {
+	switch c {
+	case encode.Stored, encode.DynRLE, encode.RLE4:
+		return encode.Stored
+	case encode.Gzip, encode.RLE4Gzip:
+		return encode.Gzip
+	default:
+		return encode.Zstd
+	}
+}
+
+// Pending is a finished ingest waiting for its commit.
+type Pending struct {
+	v        meta.Version
+	segments []meta.Segment
+	chunks   []meta.Chunk
+	pinned   meta.VersionID // reference kept alive until commit or discard
+}
+
+// Finish drains the workers and writes the pack's tail. The result is not
+// visible until Commit.
+func (in *Ingest) Finish() (*Pending, error) {
+	if in.err != nil {
+		return nil, in.err
+	}
+	if err := in.endSegment(); err != nil {
+		return nil, in.fail(err)
+	}
+	for len(in.queue) > 0 {
+		if err := in.collect(); err != nil {
+			return nil, in.fail(err)
+		}
+	}
+	exts, packBytes, err := in.pack.Finish()
+	if err != nil {
+		return nil, in.fail(err)
+	}
+	in.done = true
+	pv := &Pending{segments: in.segments, chunks: in.chunks}
+	if in.ref != nil {
+		pv.pinned = in.ref.ID
+		in.ref = nil // the pin now belongs to pv
+	}
+	pv.v = meta.Version{ID: in.id, Family: in.family, Size: in.size, Checksum: in.crc,
+		Pack: exts, PackBytes: packBytes, Codec: in.pol.Codec.String(), Format: in.det.Format(),
+		Created: in.s.now().UnixNano(), Segments: uint32(len(in.segments)), Chunks: uint32(len(in.chunks)),
+		DeltaChunks: in.deltas, UnchangedChunks: in.unchanged, TensorBytes: in.tensorBytes}
+	if pv.pinned != 0 && in.deltas > 0 {
+		pv.v.Ref = pv.pinned
+		pv.v.Depth = in.refDepth + 1
+	}
+	return pv, nil
+}
+
+// Abort discards the ingest and gives back its pages.
+func (in *Ingest) Abort() {
+	for len(in.queue) > 0 {
+		<-in.queue[0].job.done
+		in.queue = in.queue[1:]
+	}
+	in.pack.Abort()
+	in.release()
+	in.err = fmt.Errorf("ingest aborted")
+}
+
+// release drops the pin on the reference.
+func (in *Ingest) release() {
+	if in.ref != nil {
+		in.s.unpin(in.ref.ID)
+		in.ref = nil
+	}
+}

@@ -1,0 +1,138 @@
+package chain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
+	"github.com/sirupsen/logrus"
+)
+
+// Files of a store directory. docs/STORE.md describes them.
+const (
+	MetaFile        = "meta.db"
+	DeviceFile      = "device.img"
+	DeviceStateFile = "device.state"
+	ShadowStateFile = "shadow.state"
+)
+
+// DirOptions configure OpenDir.
+type DirOptions struct {
+	Options
+	// Device is the simulated SSD of a new store (zero: the paper's Table
+	// 4 device). An existing store keeps its geometry.
+	Device nandsim.Config
+	// Precondition warms a new store's device and shadow up to the paper's
+	// Table 8 split, so that GC runs from the first write.
+	Precondition bool
+	// NoSync skips fsync of the metadata (throw-away stores: replay, tests).
+	NoSync bool
+	// MemoryDevice keeps the device content in memory instead of a file.
+	MemoryDevice bool
+}
+
+// DirStore is a store kept in a directory.
+type DirStore struct {
+	*Store
+	Dir    string
+	DB     *meta.DB
+	Dev    *nandsim.SSD
+	Shadow *nandsim.SSD
+}
+
+// OpenDir opens the store in dir, creating it (mode 0700) if needed. A store
+// held by another process is refused with an error wrapping meta.ErrLocked.
+func OpenDir(dir string, o DirOptions) (*DirStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	db, err := meta.Open(filepath.Join(dir, MetaFile), meta.Options{NoSync: o.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	ds := &DirStore{Dir: dir, DB: db}
+	fail := func(err error) (*DirStore, error) {
+		ds.closeDevices()
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	cfg, isNew, err := deviceConfig(db, o.Device)
+	if err != nil {
+		return fail(err)
+	}
+	backing := nandsim.FileBacking(filepath.Join(dir, DeviceFile))
+	if o.MemoryDevice {
+		backing = nandsim.MemoryBacking()
+	}
+	if ds.Dev, err = nandsim.Open(cfg, nandsim.Options{Backing: backing, StatePath: filepath.Join(dir, DeviceStateFile)}); err != nil {
+		return fail(fmt.Errorf("device: %w", err))
+	}
+	if ds.Shadow, err = nandsim.Open(cfg, nandsim.Options{Backing: nandsim.NoBacking(), StatePath: filepath.Join(dir, ShadowStateFile)}); err != nil {
+		return fail(fmt.Errorf("shadow device: %w", err))
+	}
+	if !isNew && (!ds.Dev.StateRestored() || !ds.Shadow.StateRestored()) {
+		logrus.Warnf("store %s: device statistics restart (%s; %s): data is intact", dir, ds.Dev.StateReason(), ds.Shadow.StateReason())
+	}
+	if isNew && o.Precondition {
+		for _, d := range []*nandsim.SSD{ds.Dev, ds.Shadow} {
+			if err := d.Precondition(nandsim.PaperPrecondition()); err != nil {
+				return fail(fmt.Errorf("precondition: %w", err))
+			}
+		}
+	}
+	if ds.Store, err = NewStore(db, ds.Dev, ds.Shadow, o.Options); err != nil {
+		return fail(err)
+	}
+	return ds, nil
+}
+
+// deviceConfig returns the store's device geometry, recording want (or the
+// default) for a new store.
+func deviceConfig(db *meta.DB, want nandsim.Config) (cfg nandsim.Config, isNew bool, err error) {
+	err = db.Update(func(tx *meta.Tx) error {
+		if b := tx.Config("device"); b != nil {
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				return fmt.Errorf("device config: %w", err)
+			}
+			return cfg.Validate()
+		}
+		isNew = true
+		cfg = want
+		if cfg.Channels == 0 {
+			cfg = nandsim.DefaultConfig()
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		b, _ := json.Marshal(cfg)
+		return tx.SetConfig("device", b)
+	})
+	return cfg, isNew, err
+}
+
+func (ds *DirStore) closeDevices() error {
+	var errs []error
+	if ds.Dev != nil {
+		errs = append(errs, ds.Dev.Close())
+	}
+	if ds.Shadow != nil {
+		errs = append(errs, ds.Shadow.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Close saves the device state and closes everything.
+func (ds *DirStore) Close() error {
+	if ds.Store != nil {
+		ds.Store.Close()
+	}
+	err := ds.closeDevices()
+	if cerr := ds.DB.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

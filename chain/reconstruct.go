@@ -1,0 +1,103 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/ckptfs/ckptfs/encode"
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// ErrChecksum reports bytes that do not match the checksum recorded when
+// they were written: the device content is damaged.
+var ErrChecksum = errors.New("checksum mismatch")
+
+// chunkPlain returns the plain bytes of the chunk of version id at file
+// offset off, from the cache or rebuilt.
+func (s *Store) chunkPlain(id meta.VersionID, off int64) ([]byte, error) {
+	return s.cache.get(chunkKey{id, off}, func() ([]byte, error) { return s.rebuild(id, off) })
+}
+
+// rebuild decodes one chunk: its encoded bytes from the device, plus, for a
+// delta, the reference chunk's plain bytes (rebuilt the same way).
+func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
+	lay, c, err := s.chunkRecord(id, off)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := s.readPack(lay.pack, c.PackOff, c.EncLen)
+	if err != nil {
+		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
+	}
+	var ref []byte
+	if c.Delta {
+		if lay.ref == 0 {
+			return nil, fmt.Errorf("version %d chunk at %d: delta without a reference: %w", id, off, errCorruptManifest)
+		}
+		if ref, err = s.chunkPlain(lay.ref, c.RefOffset); err != nil {
+			return nil, err
+		}
+	}
+	plain, err := encode.Decode(make([]byte, 0, c.Length), enc, ref)
+	if err != nil {
+		if errors.Is(err, encode.ErrChecksum) || errors.Is(err, encode.ErrCorrupt) {
+			err = fmt.Errorf("%w: %w", ErrChecksum, err)
+		}
+		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
+	}
+	if int64(len(plain)) != c.Length {
+		return nil, fmt.Errorf("version %d chunk at %d: decoded %d bytes, want %d: %w", id, off, len(plain), c.Length, ErrChecksum)
+	}
+	return plain, nil
+}
+
+// versionLayout is the immutable part of a version that rebuilds need.
+type versionLayout struct {
+	pack []meta.Extent
+	ref  meta.VersionID
+}
+
+// chunkRecord finds a chunk and its version's layout, in a pending version
+// (not yet committed, but readable by its writer) or in the metadata.
+func (s *Store) chunkRecord(id meta.VersionID, off int64) (versionLayout, meta.Chunk, error) {
+	s.pendingMu.RLock()
+	p := s.pending[id]
+	s.pendingMu.RUnlock()
+	if p != nil {
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].Offset >= off })
+		if i < len(p.chunks) && p.chunks[i].Offset == off {
+			return versionLayout{pack: p.v.Pack, ref: p.v.Ref}, p.chunks[i], nil
+		}
+		return versionLayout{}, meta.Chunk{}, fmt.Errorf("pending version %d has no chunk at %d: %w", id, off, errCorruptManifest)
+	}
+	var lay versionLayout
+	var c *meta.Chunk
+	err := s.db.View(func(tx *meta.Tx) error {
+		v, err := tx.Version(id)
+		if err != nil {
+			return err
+		}
+		lay = versionLayout{pack: v.Pack, ref: v.Ref}
+		c, err = tx.ChunkAt(id, off)
+		return err
+	})
+	if err != nil {
+		return versionLayout{}, meta.Chunk{}, err
+	}
+	return lay, *c, nil
+}
+
+// registerPending makes a finished, uncommitted version readable (a writer
+// that reads back its own file before closing it).
+func (s *Store) registerPending(p *Pending) {
+	s.pendingMu.Lock()
+	s.pending[p.v.ID] = p
+	s.pendingMu.Unlock()
+}
+
+func (s *Store) unregisterPending(p *Pending) {
+	s.pendingMu.Lock()
+	delete(s.pending, p.v.ID)
+	s.pendingMu.Unlock()
+}

@@ -1,0 +1,125 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/sirupsen/logrus"
+)
+
+// pin keeps a version from being freed while an ingest deltas against it:
+// its deltas would otherwise point at pages handed to someone else.
+func (s *Store) pin(id meta.VersionID) {
+	s.pinMu.Lock()
+	s.pins[id]++
+	s.pinMu.Unlock()
+}
+
+// unpin drops a pin; a version whose release waited for it is freed now.
+func (s *Store) unpin(id meta.VersionID) {
+	s.pinMu.Lock()
+	s.pins[id]--
+	free := s.pins[id] <= 0 && s.deferred[id]
+	if s.pins[id] <= 0 {
+		delete(s.pins, id)
+		delete(s.deferred, id)
+	}
+	s.pinMu.Unlock()
+	if free {
+		err := s.Update(func(tx *Tx) error { return tx.releaseVersion(id, false) })
+		if err != nil {
+			logrus.WithError(err).Warnf("free version %d after its last pin", id)
+		}
+	}
+}
+
+// pinnedOrDefer reports whether id is pinned, and if so remembers to retry
+// freeing it when the pin goes.
+func (s *Store) pinnedOrDefer(id meta.VersionID) bool {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	if s.pins[id] > 0 {
+		s.deferred[id] = true
+		return true
+	}
+	return false
+}
+
+// releaseVersion drops one claim on a version: its liveness (unlive) or one
+// dependent. A version with neither is freed: its records deleted, its pages
+// trimmed and freed, and its own reference released in turn.
+func (tx *Tx) releaseVersion(id meta.VersionID, unlive bool) error {
+	for id != 0 {
+		v, err := tx.Version(id)
+		if errors.Is(err, meta.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if unlive {
+			v.Live = false
+		} else if v.Dependents > 0 {
+			v.Dependents--
+		}
+		unlive = false
+		if v.Live || v.Dependents > 0 || tx.s.pinnedOrDefer(id) {
+			return tx.PutVersion(v)
+		}
+		if err := tx.freeVersion(v); err != nil {
+			return err
+		}
+		id = v.Ref
+	}
+	return nil
+}
+
+// freeVersion deletes a version nobody needs.
+func (tx *Tx) freeVersion(v *meta.Version) error {
+	if err := tx.DeleteVersion(v.ID); err != nil {
+		return fmt.Errorf("free version %d: %w", v.ID, err)
+	}
+	if err := tx.freeExtents(v.Pack); err != nil {
+		return fmt.Errorf("free version %d: %w", v.ID, err)
+	}
+	if err := tx.AddCounter("stored_bytes", -v.PackBytes); err != nil {
+		return err
+	}
+	if f, err := tx.Family(v.Family); err == nil {
+		changed := false
+		if f.Last == v.ID {
+			f.Last, changed = 0, true
+		}
+		if f.Baseline == v.ID {
+			f.Baseline, changed = 0, true
+		}
+		if changed {
+			if err := tx.PutFamily(f); err != nil {
+				return err
+			}
+		}
+	}
+	cache, id := tx.s.cache, v.ID
+	tx.OnCommit(func() { cache.dropVersion(id) })
+	return nil
+}
+
+// dropInode deletes an inode with no names and no open handles, releasing
+// its content and its shadow pages.
+func (tx *Tx) dropInode(ino meta.Ino) error {
+	n, err := tx.Inode(ino)
+	if errors.Is(err, meta.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteInode(ino); err != nil {
+		return err
+	}
+	if err := tx.shadowRelease(ino); err != nil {
+		return err
+	}
+	return tx.releaseVersion(n.Version, true)
+}

@@ -1,0 +1,202 @@
+package chain
+
+import (
+	"path"
+	"sort"
+	"time"
+
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
+)
+
+// Report is what `ckptfs stats`, `replay` and .ckptfs/stats.json show. The
+// top-level keys are DESIGN.md's metric names.
+type Report struct {
+	Codec   string `json:"codec"`
+	Scheme  string `json:"scheme"`
+	SnapDis string `json:"snap_dis"`
+
+	// LogicalBytes: bytes of every version committed (what applications
+	// wrote, counted once per save). StoredBytes: encoded bytes kept now.
+	LogicalBytes int64 `json:"logical_bytes"`
+	StoredBytes  int64 `json:"stored_bytes"`
+	LiveBytes    int64 `json:"live_bytes"` // logical size of the files there now
+	Files        int   `json:"file_count"`
+	Versions     int   `json:"versions_kept"` // live plus hidden bases
+
+	// WrittenVolumeRatio: device host pages written ÷ shadow host pages
+	// written. EraseRatio: device erases ÷ shadow erases (null until the
+	// shadow erased anything).
+	WrittenVolumeRatio float64  `json:"written_volume_ratio"`
+	EraseRatio         *float64 `json:"erase_ratio"`
+	// UsefulStoragePages: device pages needed to rebuild the live files
+	// (the paper's Table 9).
+	UsefulStoragePages int64 `json:"useful_storage_pages"`
+	// Metadata page writes are estimates (bbolt's dirty pages per commit;
+	// one page per change for the plain filesystem), labelled as such.
+	MetadataPagesEstimate       int64 `json:"metadata_pages_estimate"`
+	ShadowMetadataPagesEstimate int64 `json:"shadow_metadata_pages_estimate"`
+
+	Device   nandsim.Stats `json:"device"`
+	Shadow   nandsim.Stats `json:"shadow"`
+	Lifetime Lifetime      `json:"lifetime"`
+
+	FamilyRows []FamilyRow `json:"families"`
+	FileRows   []FileRow   `json:"files"`
+}
+
+// Lifetime projects device wear from the erases observed over Window.
+type Lifetime struct {
+	PELimit    int64   `json:"pe_limit"`
+	WindowDays float64 `json:"window_days"`
+	// Days until the device wears out at the observed erase rate; 0 when
+	// nothing was erased yet (no rate to project).
+	DeviceDays float64 `json:"device_days"`
+	ShadowDays float64 `json:"shadow_days"`
+}
+
+// FamilyRow summarises one checkpoint series.
+type FamilyRow struct {
+	Name          string `json:"name"`
+	Versions      uint64 `json:"versions_committed"`
+	Kept          int    `json:"versions_kept"`
+	LogicalBytes  int64  `json:"logical_bytes"` // of the versions kept
+	StoredBytes   int64  `json:"stored_bytes"`
+	SinceBaseline uint32 `json:"since_baseline"`
+}
+
+// FileRow describes one live file.
+type FileRow struct {
+	Path        string `json:"path"`
+	Size        int64  `json:"size"`
+	StoredBytes int64  `json:"stored_bytes"`
+	Version     uint64 `json:"version"`
+	Reference   uint64 `json:"reference"`
+	Depth       uint32 `json:"chain_depth"`
+	Codec       string `json:"codec"`
+	Format      string `json:"format"`
+	Family      string `json:"family"`
+}
+
+// ReportOptions configure Report.
+type ReportOptions struct {
+	PELimit int64         // P/E cycles per block (default 3000, a common MLC rating)
+	Window  time.Duration // time over which the erases happened (default: since the store was made)
+}
+
+// Report gathers the store's figures.
+func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
+	p := ds.Policy()
+	r := &Report{Codec: p.Codec.String(), Scheme: p.Scheme.String(), SnapDis: FormatSnapDis(p.SnapDis),
+		Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats()}
+	families := map[string]*FamilyRow{}
+	err := ds.View(func(tx *Tx) error {
+		r.LogicalBytes = int64(tx.Counter("logical_bytes"))
+		paths, err := filePaths(tx)
+		if err != nil {
+			return err
+		}
+		err = tx.ForEachVersion(func(v *meta.Version) error {
+			r.Versions++
+			r.StoredBytes += v.PackBytes
+			r.UsefulStoragePages += v.PackPages()
+			f := families[v.Family]
+			if f == nil {
+				f = &FamilyRow{Name: v.Family}
+				families[v.Family] = f
+			}
+			f.Kept++
+			f.LogicalBytes += v.Size
+			f.StoredBytes += v.PackBytes
+			if v.Live {
+				r.Files++
+				r.LiveBytes += v.Size
+				r.FileRows = append(r.FileRows, FileRow{Path: paths[v.Ino], Size: v.Size, StoredBytes: v.PackBytes,
+					Version: uint64(v.ID), Reference: uint64(v.Ref), Depth: v.Depth, Codec: v.Codec, Format: v.Format, Family: v.Family})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.ForEachFamily(func(f *meta.Family) error {
+			if row := families[f.Name]; row != nil {
+				row.Versions, row.SinceBaseline = f.Versions, f.SinceBaseline
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range families {
+		r.FamilyRows = append(r.FamilyRows, *f)
+	}
+	sort.Slice(r.FamilyRows, func(i, j int) bool { return r.FamilyRows[i].Name < r.FamilyRows[j].Name })
+	sort.Slice(r.FileRows, func(i, j int) bool { return r.FileRows[i].Path < r.FileRows[j].Path })
+	r.MetadataPagesEstimate = ds.metaTotal.Load()
+	r.ShadowMetadataPagesEstimate = ds.shMetaTot.Load()
+	if r.Shadow.HostPagesWritten > 0 {
+		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(r.Shadow.HostPagesWritten)
+	}
+	if r.Shadow.Erases > 0 {
+		er := float64(r.Device.Erases) / float64(r.Shadow.Erases)
+		r.EraseRatio = &er
+	}
+	r.Lifetime = ds.lifetime(o)
+	return r, nil
+}
+
+func (ds *DirStore) lifetime(o ReportOptions) Lifetime {
+	l := Lifetime{PELimit: o.PELimit}
+	if l.PELimit <= 0 {
+		l.PELimit = 3000
+	}
+	window := o.Window
+	if window <= 0 {
+		window = ds.Age()
+	}
+	l.WindowDays = window.Hours() / 24
+	if window > 0 {
+		l.DeviceDays, _ = ds.Dev.ProjectedLifetime(l.PELimit, ds.Dev.Stats().Erases, window)
+		l.ShadowDays, _ = ds.Shadow.ProjectedLifetime(l.PELimit, ds.Shadow.Stats().Erases, window)
+	}
+	return l
+}
+
+// filePaths maps inodes to a path below the root (one of them, for hard
+// links).
+func filePaths(tx *Tx) (map[meta.Ino]string, error) {
+	type link struct {
+		parent meta.Ino
+		name   string
+	}
+	up := map[meta.Ino]link{}
+	err := tx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
+		if _, ok := up[child]; !ok {
+			up[child] = link{parent, name}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	paths := map[meta.Ino]string{meta.RootIno: ""}
+	var resolve func(ino meta.Ino, depth int) string
+	resolve = func(ino meta.Ino, depth int) string {
+		if p, ok := paths[ino]; ok {
+			return p
+		}
+		l, ok := up[ino]
+		if !ok || depth > 4096 {
+			return "(unlinked)"
+		}
+		p := path.Join(resolve(l.parent, depth+1), l.name)
+		paths[ino] = p
+		return p
+	}
+	for ino := range up {
+		resolve(ino, 0)
+	}
+	return paths, nil
+}

@@ -1,0 +1,65 @@
+package chain
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/ckptfs/ckptfs/encode"
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/sirupsen/logrus"
+)
+
+// chunkJob encodes one chunk: fetch the reference chunk's plain bytes (a
+// rebuild, possibly through a chain of deltas), then encode against it.
+// Jobs of all ingests share the store's workers; each ingest collects its
+// own jobs in submission order.
+type chunkJob struct {
+	codec  encode.Codec
+	dtype  encode.DType
+	plain  []byte
+	refVer meta.VersionID // 0: baseline
+	refOff int64
+
+	done      chan struct{}
+	enc       []byte
+	delta     bool // encoded against the reference
+	unchanged bool // identical to the reference
+	err       error
+}
+
+func (s *Store) startWorkers() {
+	s.jobs = make(chan *chunkJob, s.workers)
+	for i := 0; i < s.workers; i++ {
+		go func() {
+			for j := range s.jobs {
+				s.runJob(j)
+				close(j.done)
+			}
+		}()
+	}
+}
+
+func (s *Store) runJob(j *chunkJob) {
+	var ref []byte
+	if j.refVer != 0 {
+		r, err := s.chunkPlain(j.refVer, j.refOff)
+		switch {
+		case err != nil:
+			// A damaged reference must not stop the save: a baseline is
+			// always correct, only larger.
+			logrus.WithError(err).Warnf("reference chunk %d@%d unreadable: storing a baseline", j.refVer, j.refOff)
+		case len(r) != len(j.plain):
+			logrus.Warnf("reference chunk %d@%d has %d bytes, want %d: storing a baseline", j.refVer, j.refOff, len(r), len(j.plain))
+		default:
+			ref = r
+		}
+	}
+	enc, err := encode.Encode(nil, j.codec, j.dtype, j.plain, ref)
+	if err != nil {
+		j.err = fmt.Errorf("encode %s chunk: %w", j.codec, err)
+		return
+	}
+	j.enc = enc
+	j.delta = ref != nil
+	j.unchanged = ref != nil && bytes.Equal(ref, j.plain)
+}

@@ -1,0 +1,12 @@
+// Package fs adapts a chain.Store to the kernel through go-fuse: nodes and
+// file handles with POSIX semantics, and nothing about bytes. Files are split
+// by operation (node.go, node_dir_ops.go, node_open_create.go,
+// node_xattr.go, file.go); per-inode state shared by open handles lives in
+// openfiles.go; the read-only control directory .ckptfs in control.go.
+//
+// Visibility of uncommitted writes: while a file has writers, every reader
+// of it (through any handle) sees the bytes written so far, as on any
+// POSIX filesystem. The content becomes committed, and survives a crash, at
+// close (flush) or fsync of a handle; until then a crash leaves the
+// previously committed content.
+package fs

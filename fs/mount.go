@@ -1,0 +1,36 @@
+package fs
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// MountOptions are the user-settable mount options.
+type MountOptions struct {
+	AllowOther bool // let other users in (needs user_allow_other for non-root)
+	Debug      bool // log every FUSE request
+}
+
+// Mount serves f at mountpoint and returns once the kernel has the mount.
+// Root mounts with mount(2) directly; others go through fusermount3.
+func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
+	sec := time.Second
+	o := &gofs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NullPermissions: true}
+	o.MaxWrite = 1 << 20
+	o.MaxReadAhead = 1 << 20
+	o.FsName = "ckptfs"
+	o.Name = "ckptfs"
+	o.Options = []string{"default_permissions"}
+	o.DirectMount = os.Geteuid() == 0
+	o.AllowOther = opts.AllowOther
+	o.Debug = opts.Debug
+	server, err := gofs.Mount(mountpoint, f.Root(), o)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	return server, nil
+}

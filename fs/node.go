@@ -1,0 +1,193 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/meta"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/sirupsen/logrus"
+)
+
+// FS is one mounted ckptfs: the store and the state of its open files.
+type FS struct {
+	store *chain.Store
+	open  *openTable
+	// Stats renders .ckptfs/stats.json; set by the mount command.
+	Stats func() ([]byte, error)
+}
+
+// New returns the filesystem for a store; Root is its root node.
+func New(store *chain.Store) *FS {
+	return &FS{store: store, open: newOpenTable()}
+}
+
+// Root returns the root directory node to mount.
+func (f *FS) Root() gofs.InodeEmbedder { return &Node{fsys: f, ino: meta.RootIno} }
+
+// Node is a file, directory or symlink of the store.
+type Node struct {
+	gofs.Inode
+	fsys *FS
+	ino  meta.Ino
+}
+
+var (
+	_ gofs.NodeGetattrer = (*Node)(nil)
+	_ gofs.NodeSetattrer = (*Node)(nil)
+	_ gofs.NodeStatfser  = (*Node)(nil)
+)
+
+// toErrno maps store errors to what the kernel understands. Anything
+// unexpected is logged with its context and reported as EIO.
+func toErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, meta.ErrNoSpace):
+		return syscall.ENOSPC
+	case errors.Is(err, chain.ErrChecksum):
+		logrus.WithError(err).Error("corrupt data")
+		return syscall.EIO
+	}
+	logrus.WithError(err).Error("i/o error")
+	return syscall.EIO
+}
+
+// path is the node's path below the root, which names its family.
+func (n *Node) path() string { return n.Path(nil) }
+
+func (n *Node) child(ctx context.Context, in *meta.Inode, out *fuse.EntryOut) *gofs.Inode {
+	n.fsys.fillAttr(in, &out.Attr)
+	node := &Node{fsys: n.fsys, ino: in.Ino}
+	return n.NewInode(ctx, node, gofs.StableAttr{Mode: in.Mode & syscall.S_IFMT, Ino: uint64(in.Ino)})
+}
+
+// fillAttr converts an inode; an open writer's size wins over the
+// committed one.
+func (f *FS) fillAttr(in *meta.Inode, out *fuse.Attr) {
+	size := in.Size
+	if of := f.open.get(in.Ino); of != nil {
+		of.mu.Lock()
+		if of.writer != nil {
+			size = of.writer.Size()
+		}
+		of.mu.Unlock()
+	}
+	out.Ino = uint64(in.Ino)
+	out.Mode = in.Mode
+	out.Nlink = in.Nlink
+	out.Owner = fuse.Owner{Uid: in.Uid, Gid: in.Gid}
+	out.Rdev = in.Rdev
+	out.Size = uint64(size)
+	out.Blksize = 4096
+	out.Blocks = (uint64(size) + 511) / 512
+	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, in.Mtime), time.Unix(0, in.Ctime)
+	out.SetTimes(&at, &mt, &ct)
+}
+
+// Getattr reports the inode's attributes.
+func (n *Node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	in, err := n.fsys.store.Inode(n.ino)
+	if err != nil {
+		return toErrno(err)
+	}
+	n.fsys.fillAttr(in, &out.Attr)
+	return 0
+}
+
+// Setattr changes size, mode, owner and times.
+func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	now := time.Now().UnixNano()
+	if size, ok := in.GetSize(); ok {
+		if errno := n.truncate(int64(size), now); errno != 0 {
+			return errno
+		}
+	}
+	mode, hasMode := in.GetMode()
+	uid, hasUid := in.GetUID()
+	gid, hasGid := in.GetGID()
+	atime, hasAtime := in.GetATime()
+	mtime, hasMtime := in.GetMTime()
+	if hasMtime {
+		if of := n.fsys.open.get(n.ino); of != nil {
+			of.mu.Lock()
+			if of.writer != nil {
+				of.writer.SetMtime(mtime.UnixNano())
+			}
+			of.mu.Unlock()
+		}
+	}
+	if hasMode || hasUid || hasGid || hasAtime || hasMtime {
+		_, err := n.fsys.store.SetAttr(n.ino, func(ino *meta.Inode) error {
+			if hasMode {
+				ino.Mode = ino.Mode&syscall.S_IFMT | mode&^syscall.S_IFMT
+			}
+			if hasUid {
+				ino.Uid = uid
+			}
+			if hasGid {
+				ino.Gid = gid
+			}
+			if hasAtime {
+				ino.Atime = atime.UnixNano()
+			}
+			if hasMtime {
+				ino.Mtime = mtime.UnixNano()
+			}
+			return nil
+		})
+		if err != nil {
+			return toErrno(err)
+		}
+	}
+	return n.Getattr(ctx, fh, out)
+}
+
+// truncate sets the file size: through the open writer if the file is
+// open, else as a change committed at once.
+func (n *Node) truncate(size, now int64) syscall.Errno {
+	if !n.IsRoot() && n.StableAttr().Mode != syscall.S_IFREG {
+		return syscall.EINVAL
+	}
+	if of := n.fsys.open.get(n.ino); of != nil {
+		of.mu.Lock()
+		defer of.mu.Unlock()
+		w, errno := n.writer(of, size == 0)
+		if errno != 0 {
+			return errno
+		}
+		return toErrno(w.Truncate(size, now))
+	}
+	w, err := n.fsys.store.NewWriter(n.ino, n.path(), size == 0)
+	if err != nil {
+		return toErrno(err)
+	}
+	if err := w.Truncate(size, now); err != nil {
+		w.Abort()
+		return toErrno(err)
+	}
+	return toErrno(w.Commit())
+}
+
+// Statfs reports the device's logical capacity and free space.
+func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	st := n.fsys.store.Statfs()
+	out.Bsize = uint32(st.PageSize)
+	out.Frsize = uint32(st.PageSize)
+	out.Blocks = uint64(st.Pages)
+	out.Bfree = uint64(st.FreePages)
+	out.Bavail = uint64(st.FreePages)
+	out.Files = st.Inodes + 1<<20
+	out.Ffree = 1 << 20
+	out.NameLen = chain.MaxNameLen
+	return 0
+}

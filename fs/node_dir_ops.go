@@ -1,0 +1,135 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/meta"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+var (
+	_ gofs.NodeLookuper   = (*Node)(nil)
+	_ gofs.NodeReaddirer  = (*Node)(nil)
+	_ gofs.NodeMkdirer    = (*Node)(nil)
+	_ gofs.NodeMknoder    = (*Node)(nil)
+	_ gofs.NodeSymlinker  = (*Node)(nil)
+	_ gofs.NodeReadlinker = (*Node)(nil)
+	_ gofs.NodeLinker     = (*Node)(nil)
+	_ gofs.NodeUnlinker   = (*Node)(nil)
+	_ gofs.NodeRmdirer    = (*Node)(nil)
+	_ gofs.NodeRenamer    = (*Node)(nil)
+)
+
+// Lookup finds a child; the root also has the hidden control directory.
+func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if n.ino == meta.RootIno && name == controlDir {
+		return n.controlNode(ctx, out), 0
+	}
+	in, err := n.fsys.store.Lookup(n.ino, name)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return n.child(ctx, in, out), 0
+}
+
+// Readdir lists the directory. The control directory is not listed.
+func (n *Node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	ents, err := n.fsys.store.ReadDir(n.ino)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	list := make([]fuse.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		list = append(list, fuse.DirEntry{Name: e.Name, Ino: uint64(e.Inode.Ino), Mode: e.Inode.Mode})
+	}
+	return gofs.NewListDirStream(list), 0
+}
+
+func (n *Node) create(ctx context.Context, name string, nn chain.NewNode, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if n.ino == meta.RootIno && name == controlDir {
+		return nil, syscall.EEXIST
+	}
+	if caller, ok := fuse.FromContext(ctx); ok {
+		nn.Uid, nn.Gid = caller.Uid, caller.Gid
+	}
+	in, err := n.fsys.store.Create(n.ino, name, nn)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return n.child(ctx, in, out), 0
+}
+
+// Mkdir makes a directory.
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return n.create(ctx, name, chain.NewNode{Mode: syscall.S_IFDIR | mode&07777}, out)
+}
+
+// Mknod makes a special file (a FIFO, a socket, a device node).
+func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return n.create(ctx, name, chain.NewNode{Mode: mode, Rdev: dev}, out)
+}
+
+// Symlink makes a symbolic link.
+func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return n.create(ctx, name, chain.NewNode{Mode: syscall.S_IFLNK | 0o777, Target: target}, out)
+}
+
+// Readlink reads a symlink's target.
+func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	in, err := n.fsys.store.Inode(n.ino)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return []byte(in.Target), 0
+}
+
+// Link adds a hard link to target.
+func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	t, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	if n.ino == meta.RootIno && name == controlDir {
+		return nil, syscall.EEXIST
+	}
+	in, err := n.fsys.store.Link(t.ino, n.ino, name)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	n.fsys.fillAttr(in, &out.Attr)
+	return t.EmbeddedInode(), 0
+}
+
+// Unlink removes a name; an open file lives until its last handle closes.
+func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if n.ino == meta.RootIno && name == controlDir {
+		return syscall.EPERM
+	}
+	return toErrno(n.fsys.store.Unlink(n.ino, name, n.fsys.open.isOpen))
+}
+
+// Rmdir removes an empty directory.
+func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if n.ino == meta.RootIno && name == controlDir {
+		return syscall.EPERM
+	}
+	return toErrno(n.fsys.store.Rmdir(n.ino, name))
+}
+
+// Rename moves or exchanges names.
+func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*Node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	if n.ino == meta.RootIno && name == controlDir || np.ino == meta.RootIno && newName == controlDir {
+		return syscall.EPERM
+	}
+	if flags&^(chain.RenameNoReplace|chain.RenameExchange) != 0 {
+		return syscall.EINVAL
+	}
+	return toErrno(n.fsys.store.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.isOpen))
+}

@@ -1,0 +1,110 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/ckptfs/ckptfs/chain"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+var (
+	_ gofs.NodeOpener  = (*Node)(nil)
+	_ gofs.NodeCreater = (*Node)(nil)
+)
+
+func writable(flags uint32) bool {
+	return flags&syscall.O_ACCMODE == syscall.O_WRONLY || flags&syscall.O_ACCMODE == syscall.O_RDWR
+}
+
+// Open opens a regular file. O_TRUNC starts the content afresh, so the
+// writes that follow stream into an ingest.
+func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	of := n.fsys.open.acquire(n.ino)
+	h := &handle{n: n, of: of, flags: flags}
+	if writable(flags) && flags&syscall.O_TRUNC != 0 {
+		of.mu.Lock()
+		errno := n.truncateOpen(of)
+		of.mu.Unlock()
+		if errno != 0 {
+			n.release(of)
+			return nil, 0, errno
+		}
+	}
+	var fuseFlags uint32
+	if !writable(flags) {
+		// Content only changes through this mount, so the kernel's cached
+		// pages stay valid across opens.
+		fuseFlags = fuse.FOPEN_KEEP_CACHE
+	}
+	return h, fuseFlags, 0
+}
+
+// truncateOpen empties an open file: a fresh streaming writer, unless
+// one exists already (then it is truncated). Call with of.mu held.
+func (n *Node) truncateOpen(of *openFile) syscall.Errno {
+	if of.writer != nil {
+		return toErrno(of.writer.Truncate(0, nowNano()))
+	}
+	w, errno := n.writer(of, true)
+	if errno != 0 {
+		return errno
+	}
+	_ = w
+	return 0
+}
+
+// Create makes and opens a new regular file.
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	child, errno := n.create(ctx, name, chain.NewNode{Mode: syscall.S_IFREG | mode&07777}, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	cn := child.Operations().(*Node)
+	of := n.fsys.open.acquire(cn.ino)
+	return child, &handle{n: cn, of: of, flags: flags}, 0, 0
+}
+
+// writer returns the inode's uncommitted writer, starting one if needed.
+// Call with of.mu held.
+func (n *Node) writer(of *openFile, truncate bool) (*chain.Writer, syscall.Errno) {
+	if of.writer != nil {
+		return of.writer, 0
+	}
+	w, err := n.fsys.store.NewWriter(n.ino, n.path(), truncate)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	of.writer = w
+	of.reader = nil
+	return w, 0
+}
+
+// commit makes the inode's uncommitted writes its content. Call with
+// of.mu held.
+func (n *Node) commit(of *openFile) syscall.Errno {
+	if of.writer == nil {
+		return 0
+	}
+	w := of.writer
+	of.writer, of.reader = nil, nil
+	return toErrno(w.Commit())
+}
+
+// release drops a handle; the last one commits leftovers and frees an
+// unlinked inode.
+func (n *Node) release(of *openFile) {
+	of, last := n.fsys.open.release(n.ino)
+	if !last {
+		return
+	}
+	if of != nil {
+		of.mu.Lock()
+		_ = n.commit(of)
+		of.mu.Unlock()
+	}
+	if err := n.fsys.store.Forget(n.ino); err != nil {
+		toErrno(err)
+	}
+}

@@ -1,0 +1,103 @@
+package fs
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+)
+
+// infoPrefix names the read-only attributes that describe how a file is
+// stored; they are computed, never stored.
+const infoPrefix = "user.ckptfs."
+
+var (
+	_ gofs.NodeGetxattrer    = (*Node)(nil)
+	_ gofs.NodeSetxattrer    = (*Node)(nil)
+	_ gofs.NodeRemovexattrer = (*Node)(nil)
+	_ gofs.NodeListxattrer   = (*Node)(nil)
+)
+
+// infoXattrs computes the user.ckptfs.* attributes of a regular file.
+func (n *Node) infoXattrs() map[string]string {
+	info, err := n.fsys.store.Info(n.ino)
+	if err != nil || info == nil {
+		return nil
+	}
+	return map[string]string{
+		infoPrefix + "stored_bytes": strconv.FormatInt(info.StoredBytes, 10),
+		infoPrefix + "codec":        info.Codec,
+		infoPrefix + "reference":    strconv.FormatUint(uint64(info.Reference), 10),
+		infoPrefix + "chain_depth":  strconv.FormatUint(uint64(info.Depth), 10),
+		infoPrefix + "version":      strconv.FormatUint(uint64(info.Version), 10),
+		infoPrefix + "family":       info.Family,
+		infoPrefix + "format":       info.Format,
+	}
+}
+
+// Getxattr reads an attribute; ERANGE with the size if dest is too small.
+func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	var v []byte
+	if strings.HasPrefix(attr, infoPrefix) {
+		s, ok := n.infoXattrs()[attr]
+		if !ok {
+			return 0, syscall.ENODATA
+		}
+		v = []byte(s)
+	} else {
+		var ok bool
+		if v, ok = n.fsys.store.Xattr(n.ino, attr); !ok {
+			return 0, syscall.ENODATA
+		}
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+// Setxattr stores an attribute; the computed ones are read-only.
+func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if strings.HasPrefix(attr, infoPrefix) {
+		return syscall.EPERM
+	}
+	_, exists := n.fsys.store.Xattr(n.ino, attr)
+	switch {
+	case flags&xattrCreate != 0 && exists:
+		return syscall.EEXIST
+	case flags&xattrReplace != 0 && !exists:
+		return syscall.ENODATA
+	}
+	return toErrno(n.fsys.store.SetXattr(n.ino, attr, data))
+}
+
+// Linux setxattr(2) flags.
+const (
+	xattrCreate  = 1
+	xattrReplace = 2
+)
+
+// Removexattr deletes an attribute.
+func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if strings.HasPrefix(attr, infoPrefix) {
+		return syscall.EPERM
+	}
+	return toErrno(n.fsys.store.RemoveXattr(n.ino, attr))
+}
+
+// Listxattr lists stored and computed attributes, NUL-terminated.
+func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	var buf []byte
+	for _, name := range n.fsys.store.ListXattr(n.ino) {
+		buf = append(append(buf, name...), 0)
+	}
+	for _, name := range sortedKeys(n.infoXattrs()) {
+		buf = append(append(buf, name...), 0)
+	}
+	if len(dest) < len(buf) {
+		return uint32(len(buf)), syscall.ERANGE
+	}
+	return uint32(copy(dest, buf)), 0
+}
