@@ -1,0 +1,350 @@
+package nandsim
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Options are what Open needs besides the geometry.
+type Options struct {
+	// Backing keeps page content; the zero value discards it.
+	Backing Backing
+	// StatePath, if set, is where Sync and Close save the FTL state and
+	// where Open restores it from.
+	StatePath string
+	// CheckInvariants runs CheckInvariants after every GC run and fails the
+	// write that triggered it on a violation. Slow: O(device) per GC. Tests.
+	CheckInvariants bool
+}
+
+// SSD is a simulated NAND SSD: content kept by a Backing, placement and cost
+// decided by a page-mapped FTL. All methods are safe for concurrent use.
+type SSD struct {
+	cfg       Config
+	st        store
+	statePath string
+
+	// life is held shared by every operation and exclusively by Close, so
+	// backing I/O (done outside mu) never meets a closed backing.
+	life   sync.RWMutex
+	closed bool
+
+	saveMu sync.Mutex // orders state saves: a later Sync never writes older state
+
+	mu         sync.Mutex // guards everything below
+	f          *ftl
+	dirty      bool
+	restored   bool
+	reason     string
+	lastErases []uint32 // erase counts at the last invariant check
+}
+
+// Open creates a device with cfg, restoring the FTL state from
+// opts.StatePath when it is there, intact and of the same geometry.
+// Otherwise it starts a fresh FTL (logging a warning when state was lost)
+// and maps every page the backing holds, so old data stays readable and
+// counts as live; the statistics restart from zero.
+func Open(cfg Config, opts Options) (*SSD, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := opts.Backing.open(cfg.PageSize)
+	if err != nil {
+		return nil, fmt.Errorf("open ssd: %w", err)
+	}
+	s := &SSD{cfg: cfg, st: st, statePath: opts.StatePath}
+	if err := s.restore(opts); err != nil {
+		st.close()
+		return nil, fmt.Errorf("open ssd: %w", err)
+	}
+	if opts.CheckInvariants {
+		s.f.afterGC = s.checkLocked
+		s.lastErases = append([]uint32(nil), s.f.erases...)
+	}
+	return s, nil
+}
+
+func (s *SSD) restore(opts Options) error {
+	if opts.StatePath != "" {
+		f, err := loadState(opts.StatePath, s.cfg)
+		if err == nil {
+			s.f, s.restored, s.reason = f, true, "restored from "+opts.StatePath
+			return nil
+		}
+		s.reason = err.Error()
+		if errors.Is(err, fs.ErrNotExist) {
+			s.reason = "no state file at " + opts.StatePath
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrBadState) {
+			logrus.WithError(err).Warn("nandsim: cannot read FTL state; starting a fresh FTL")
+		} else if errors.Is(err, ErrBadState) {
+			logrus.WithError(err).Warn("nandsim: FTL state unusable; statistics restart from a fresh FTL")
+		}
+	} else {
+		s.reason = "no state path"
+	}
+	s.f = newFTL(s.cfg)
+	mapped, err := s.f.mapBacking(s.st, int64(s.cfg.PageSize))
+	if err != nil {
+		return err
+	}
+	if mapped > 0 {
+		s.dirty = true
+		if opts.StatePath != "" {
+			logrus.WithFields(logrus.Fields{"pages": mapped, "reason": s.reason}).
+				Warn("nandsim: no usable FTL state; mapped the pages found in the backing as live, statistics restart")
+		}
+	}
+	return nil
+}
+
+// Config is the device's configuration.
+func (s *SSD) Config() Config { return s.cfg }
+
+// PageSize is the size of one page in bytes.
+func (s *SSD) PageSize() int { return s.cfg.PageSize }
+
+// LogicalPages is the number of pages the host may address.
+func (s *SSD) LogicalPages() int64 { return s.cfg.LogicalPages() }
+
+// StateRestored says whether Open restored a saved FTL state.
+func (s *SSD) StateRestored() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restored
+}
+
+// StateReason says where the FTL state came from, or why it was not restored.
+func (s *SSD) StateReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+// pageCount checks a buffer length and returns it in pages.
+func (s *SSD) pageCount(n int) (int64, error) {
+	if n <= 0 || n%s.cfg.PageSize != 0 {
+		return 0, fmt.Errorf("%w: %d bytes, page size %d", ErrBadLength, n, s.cfg.PageSize)
+	}
+	return int64(n / s.cfg.PageSize), nil
+}
+
+func (s *SSD) inRange(lpn, n int64) bool {
+	return lpn >= 0 && n >= 0 && lpn <= s.LogicalPages()-n
+}
+
+// begin takes the shared lifetime lock; the caller must call s.life.RUnlock.
+func (s *SSD) begin() error {
+	s.life.RLock()
+	if s.closed {
+		s.life.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// WritePages stores data (whole pages) at lpn and runs it through the FTL.
+func (s *SSD) WritePages(lpn int64, data []byte) error {
+	n, err := s.pageCount(len(data))
+	if err != nil {
+		return fmt.Errorf("write pages at %d: %w", lpn, err)
+	}
+	if !s.inRange(lpn, n) {
+		return fmt.Errorf("write pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfSpace, s.LogicalPages())
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	if err := s.st.writeAt(data, lpn*int64(s.cfg.PageSize)); err != nil {
+		return fmt.Errorf("write pages %d+%d: %w", lpn, n, err)
+	}
+	return s.account(lpn, n)
+}
+
+// Account has the FTL effect and counters of writing n pages at lpn, but
+// stores no content: for metadata write estimates and the shadow device.
+func (s *SSD) Account(lpn int64, n int64) error {
+	if n < 0 || !s.inRange(lpn, n) {
+		return fmt.Errorf("account pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfSpace, s.LogicalPages())
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	return s.account(lpn, n)
+}
+
+func (s *SSD) account(lpn, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > 0 {
+		s.dirty = true
+	}
+	for i := int64(0); i < n; i++ {
+		if err := s.f.write(int32(lpn + i)); err != nil {
+			return fmt.Errorf("write page %d: %w", lpn+i, err)
+		}
+	}
+	return nil
+}
+
+// ReadPages fills buf (whole pages) from lpn. Pages never written, or
+// trimmed, read as zeros. Only mapped pages cost flash time.
+func (s *SSD) ReadPages(lpn int64, buf []byte) error {
+	n, err := s.pageCount(len(buf))
+	if err != nil {
+		return fmt.Errorf("read pages at %d: %w", lpn, err)
+	}
+	if !s.inRange(lpn, n) {
+		return fmt.Errorf("read pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfRange, s.LogicalPages())
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	if err := s.st.readAt(buf, lpn*int64(s.cfg.PageSize)); err != nil {
+		return fmt.Errorf("read pages %d+%d: %w", lpn, n, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dirty = true
+	for i := int64(0); i < n; i++ {
+		s.f.read(int32(lpn + i))
+	}
+	return nil
+}
+
+// Trim unmaps n pages from lpn: their flash pages become invalid (GC will
+// not copy them) and a file backing gets a hole.
+func (s *SSD) Trim(lpn, n int64) error {
+	if n < 0 || !s.inRange(lpn, n) {
+		return fmt.Errorf("trim pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfRange, s.LogicalPages())
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	ps := int64(s.cfg.PageSize)
+	if err := s.st.trim(lpn*ps, n*ps); err != nil {
+		return fmt.Errorf("trim pages %d+%d: %w", lpn, n, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dirty = true
+	for i := int64(0); i < n; i++ {
+		s.f.trim(int32(lpn + i))
+	}
+	return nil
+}
+
+// Mark returns the current simulated time for Since. It is a barrier: every
+// channel waits for the busiest, as a host that waits for its outstanding
+// requests before starting a batch would, so Since measures the batch alone.
+func (s *SSD) Mark() TimeMark {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return TimeMark{ms: s.f.clock.barrier()}
+}
+
+// Since is the simulated time from m until everything submitted since has
+// completed, GC included.
+func (s *SSD) Since(m TimeMark) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return msToDuration(s.f.clock.now() - m.ms)
+}
+
+// ResetCounters zeroes the workload statistics and the simulated clock but
+// keeps the page map and the per-block erase counts (the wear already done).
+func (s *SSD) ResetCounters() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.f.resetCounters()
+	s.dirty = true
+}
+
+// Sync saves the FTL state (when a state path was given and something
+// changed) and flushes the backing.
+func (s *SSD) Sync() error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	return s.sync()
+}
+
+func (s *SSD) sync() error {
+	if err := s.st.sync(); err != nil {
+		return fmt.Errorf("sync ssd: %w", err)
+	}
+	if s.statePath == "" {
+		return nil
+	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	s.mu.Lock()
+	if !s.dirty {
+		s.mu.Unlock()
+		return nil
+	}
+	buf := encodeState(s.f)
+	s.dirty = false
+	s.mu.Unlock()
+	if err := writeFileAtomic(s.statePath, buf); err != nil {
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+		return fmt.Errorf("sync ssd: save state: %w", err)
+	}
+	return nil
+}
+
+// Close syncs and releases the device. Later calls fail with ErrClosed.
+func (s *SSD) Close() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.closed = true
+	err := s.sync()
+	if cerr := s.st.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close ssd: %w", cerr)
+	}
+	return err
+}
+
+// CheckInvariants verifies the FTL's internal consistency: the two maps
+// agree, per-block valid counts match the maps, every block is on exactly
+// the list its state says, and erase counts never went down since the last
+// check. O(device size); for tests and fsck.
+func (s *SSD) CheckInvariants() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkLocked()
+}
+
+func (s *SSD) checkLocked() error {
+	if err := s.f.check(); err != nil {
+		return err
+	}
+	if s.lastErases == nil {
+		s.lastErases = make([]uint32, len(s.f.erases))
+	}
+	for b, e := range s.f.erases {
+		if e < s.lastErases[b] {
+			return fmt.Errorf("%w: block %d erase count fell from %d to %d", ErrInvariant, b, s.lastErases[b], e)
+		}
+	}
+	copy(s.lastErases, s.f.erases)
+	return nil
+}

@@ -1,0 +1,338 @@
+package nandsim
+
+import (
+	"bufio"
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// The state file (docs/NANDSIM.md has the layout):
+//
+//	header   magic "NANDSIM\x00", u32 version, u64 geometry fingerprint
+//	payload  DEFLATE of the FTL fields, varint coded (see encodeState)
+//	trailer  u64 payload length, u32 CRC-32C of everything before it
+//
+// All integers little-endian. Derived structures (p2l, valid counts,
+// buckets' membership) are rebuilt on load and the result is checked in
+// full, so a file that passes the CRC but lies still cannot corrupt the FTL.
+const (
+	stateMagic   = "NANDSIM\x00"
+	stateVersion = 1
+	headerLen    = 8 + 4 + 8
+	trailerLen   = 8 + 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeState serialises f. The page map is coded as zigzag varint deltas
+// between consecutive entries, which sequentially written data makes small
+// and repetitive, then deflated.
+func encodeState(f *ftl) []byte {
+	var out bytes.Buffer
+	out.WriteString(stateMagic)
+	binary.Write(&out, binary.LittleEndian, uint32(stateVersion))
+	binary.Write(&out, binary.LittleEndian, f.cfg.fingerprint())
+	zw, _ := flate.NewWriter(&out, flate.BestSpeed) // level is valid: no error
+	w := &encoder{w: bufio.NewWriterSize(zw, 1<<16)}
+
+	w.uvarint(uint64(f.tick))
+	w.uvarint(uint64(f.nextDie))
+	for _, c := range []int64{f.ctr.hostWritten, f.ctr.hostRead, f.ctr.programmed,
+		f.ctr.gcCopied, f.ctr.gcRuns, f.ctr.erases, f.ctr.trimmed} {
+		w.uvarint(uint64(c))
+	}
+	w.float(f.clock.now())
+	for _, b := range f.clock.busy {
+		w.float(b)
+	}
+	for d := range f.dies {
+		for _, fr := range []frontier{f.dies[d].host, f.dies[d].gc} {
+			w.uvarint(uint64(fr.block + 1))
+			w.uvarint(uint64(fr.next))
+		}
+	}
+	for b := range f.state {
+		w.byte(byte(f.state[b]))
+		w.uvarint(uint64(f.erases[b]))
+		w.uvarint(uint64(f.tick - f.stamp[b]))
+	}
+	// List order decides which block is used or cleaned next; keep it.
+	for d := range f.dies {
+		dd := &f.dies[d]
+		base := int32(d) * f.blocksPerDie
+		w.list(f, dd.free, base)
+		for v := range dd.buckets {
+			w.list(f, dd.buckets[v], base)
+		}
+	}
+	prev := int64(-1)
+	for _, p := range f.l2p {
+		w.varint(int64(p) - prev)
+		prev = int64(p)
+	}
+	w.w.Flush()
+	zw.Close()
+
+	payloadLen := uint64(out.Len() - headerLen)
+	binary.Write(&out, binary.LittleEndian, payloadLen)
+	binary.Write(&out, binary.LittleEndian, crc32.Checksum(out.Bytes(), castagnoli))
+	return out.Bytes()
+}
+
+type encoder struct {
+	w   *bufio.Writer
+	buf [binary.MaxVarintLen64]byte
+}
+
+func (e *encoder) uvarint(v uint64) { e.w.Write(binary.AppendUvarint(e.buf[:0], v)) }
+func (e *encoder) varint(v int64)   { e.w.Write(binary.AppendVarint(e.buf[:0], v)) }
+func (e *encoder) byte(v byte)      { e.w.WriteByte(v) }
+func (e *encoder) float(v float64) {
+	e.w.Write(binary.LittleEndian.AppendUint64(e.buf[:0], math.Float64bits(v)))
+}
+
+func (e *encoder) list(f *ftl, l blockList, base int32) {
+	e.uvarint(uint64(l.n))
+	f.each(&l, func(b int32) { e.uvarint(uint64(b - base)) })
+}
+
+// loadState reads and decodes the state file at path for cfg.
+func loadState(path string, cfg Config) (*ftl, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
+	}
+	f, err := decodeState(data, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("load state %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// decodeState checks the envelope, then decodes the payload.
+func decodeState(data []byte, cfg Config) (*ftl, error) {
+	if len(data) < headerLen+trailerLen {
+		return nil, fmt.Errorf("%w: %d bytes is shorter than header and trailer", ErrBadState, len(data))
+	}
+	if string(data[:8]) != stateMagic {
+		return nil, fmt.Errorf("%w: bad magic %q", ErrBadState, data[:8])
+	}
+	if v := binary.LittleEndian.Uint32(data[8:]); v != stateVersion {
+		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrBadState, v, stateVersion)
+	}
+	body := data[:len(data)-4]
+	if sum := binary.LittleEndian.Uint32(data[len(data)-4:]); sum != crc32.Checksum(body, castagnoli) {
+		return nil, fmt.Errorf("%w: checksum mismatch (truncated or corrupt)", ErrBadState)
+	}
+	if fp := binary.LittleEndian.Uint64(data[12:]); fp != cfg.fingerprint() {
+		return nil, fmt.Errorf("%w: saved for another geometry (fingerprint %016x, want %016x)", ErrBadState, fp, cfg.fingerprint())
+	}
+	payloadLen := binary.LittleEndian.Uint64(data[len(data)-trailerLen:])
+	if payloadLen != uint64(len(data)-headerLen-trailerLen) {
+		return nil, fmt.Errorf("%w: payload length %d does not match file", ErrBadState, payloadLen)
+	}
+	return decodePayload(data[headerLen:len(data)-trailerLen], cfg)
+}
+
+// decodePayload rebuilds an ftl from a deflated payload. Every value is
+// range-checked before use, and the result must pass check().
+func decodePayload(payload []byte, cfg Config) (*ftl, error) {
+	zr := flate.NewReader(bytes.NewReader(payload))
+	defer zr.Close()
+	r := &decoder{r: bufio.NewReaderSize(zr, 1<<16)}
+	f := newFTL(cfg)
+	nBlocks := int64(len(f.state))
+
+	f.tick = r.int("tick", 0, math.MaxInt64)
+	f.nextDie = int32(r.int("next die", 0, int64(f.nDies)-1))
+	for _, c := range []*int64{&f.ctr.hostWritten, &f.ctr.hostRead, &f.ctr.programmed,
+		&f.ctr.gcCopied, &f.ctr.gcRuns, &f.ctr.erases, &f.ctr.trimmed} {
+		*c = r.int("counter", 0, math.MaxInt64)
+	}
+	now := r.float("clock")
+	f.clock.barrierAt(now)
+	for i := range f.clock.busy {
+		f.clock.busy[i] = r.float("busy time")
+	}
+	for d := range f.dies {
+		for _, fr := range []*frontier{&f.dies[d].host, &f.dies[d].gc} {
+			fr.block = int32(r.int("frontier block", 0, int64(f.blocksPerDie))) - 1
+			if fr.block >= 0 {
+				fr.block += int32(d) * f.blocksPerDie
+			}
+			fr.next = int32(r.int("frontier page", 0, int64(f.pages)))
+		}
+	}
+	for b := int64(0); b < nBlocks && r.err == nil; b++ {
+		f.state[b] = blockState(r.int("block state", int64(blockFree), int64(blockClosed)))
+		f.erases[b] = uint32(r.int("erase count", 0, math.MaxUint32))
+		f.stamp[b] = f.tick - r.int("block age", 0, f.tick)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	// Lists: read them into fresh lists, refusing repeats; the states and
+	// bucket indices are cross-checked by check() below.
+	onList := make([]bool, nBlocks)
+	for d := range f.dies {
+		dd := &f.dies[d]
+		dd.free = emptyList()
+		lists := append([]*blockList{&dd.free}, bucketPtrs(dd)...)
+		for _, l := range lists {
+			*l = emptyList()
+			n := r.int("list length", 0, int64(f.blocksPerDie))
+			for i := int64(0); i < n && r.err == nil; i++ {
+				b := int32(d)*f.blocksPerDie + int32(r.int("list block", 0, int64(f.blocksPerDie)-1))
+				if r.err == nil && onList[b] {
+					r.err = fmt.Errorf("%w: block %d listed twice", ErrBadState, b)
+				}
+				if r.err == nil {
+					onList[b] = true
+					f.pushBack(l, b)
+				}
+			}
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	fill(f.p2l, -1)
+	prev := int64(-1)
+	for lpn := range f.l2p {
+		p := prev + r.varint()
+		if r.err != nil {
+			return nil, r.err
+		}
+		if p < -1 || p >= int64(len(f.p2l)) {
+			return nil, fmt.Errorf("%w: logical page %d maps to physical %d, out of range", ErrBadState, lpn, p)
+		}
+		f.l2p[lpn] = int32(p)
+		prev = p
+		if p >= 0 {
+			if f.p2l[p] >= 0 {
+				return nil, fmt.Errorf("%w: physical page %d mapped twice", ErrBadState, p)
+			}
+			f.p2l[p] = int32(lpn)
+			f.valid[p/int64(f.pages)]++
+		}
+	}
+	if _, err := r.r.ReadByte(); err != io.EOF {
+		return nil, fmt.Errorf("%w: trailing data after the page map", ErrBadState)
+	}
+	for d := range f.dies {
+		dd := &f.dies[d]
+		dd.minValid = 0 // recomputed by the first victim search
+	}
+	if err := f.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	return f, nil
+}
+
+func bucketPtrs(dd *die) []*blockList {
+	ps := make([]*blockList, len(dd.buckets))
+	for i := range dd.buckets {
+		ps[i] = &dd.buckets[i]
+	}
+	return ps
+}
+
+// decoder reads varint fields; the first error sticks and later reads
+// return zero, so callers check r.err once per section.
+type decoder struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (d *decoder) fail(what string, err error) {
+	if d.err == nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		d.err = fmt.Errorf("%w: reading %s: %w", ErrBadState, what, err)
+	}
+}
+
+// int reads an unsigned varint and checks it lies in [lo, hi].
+func (d *decoder) int(what string, lo, hi int64) int64 {
+	if d.err != nil {
+		return lo
+	}
+	v, err := binary.ReadUvarint(d.r)
+	if err != nil {
+		d.fail(what, err)
+		return lo
+	}
+	if v > uint64(math.MaxInt64) || int64(v) < lo || int64(v) > hi {
+		d.fail(what, fmt.Errorf("value %d outside [%d, %d]", v, lo, hi))
+		return lo
+	}
+	return int64(v)
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := binary.ReadVarint(d.r)
+	if err != nil {
+		d.fail("page map", err)
+	}
+	return v
+}
+
+func (d *decoder) float(what string) float64 {
+	if d.err != nil {
+		return 0
+	}
+	var b [8]byte
+	if _, err := io.ReadFull(d.r, b[:]); err != nil {
+		d.fail(what, err)
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(b[:]))
+	if !(v >= 0) || math.IsInf(v, 0) {
+		d.fail(what, fmt.Errorf("time %v is not a finite non-negative number", v))
+		return 0
+	}
+	return v
+}
+
+// writeFileAtomic replaces path with data: temp file, fsync, rename, fsync
+// of the directory. A crash leaves the old or the new file, never half.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
