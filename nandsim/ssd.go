@@ -70,35 +70,32 @@ func Open(cfg Config, opts Options) (*SSD, error) {
 }
 
 func (s *SSD) restore(opts Options) error {
+	missing := true
+	s.reason = "no state path"
 	if opts.StatePath != "" {
 		f, err := loadState(opts.StatePath, s.cfg)
 		if err == nil {
 			s.f, s.restored, s.reason = f, true, "restored from "+opts.StatePath
 			return nil
 		}
+		missing = errors.Is(err, fs.ErrNotExist)
 		s.reason = err.Error()
-		if errors.Is(err, fs.ErrNotExist) {
+		if missing {
 			s.reason = "no state file at " + opts.StatePath
 		}
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrBadState) {
-			logrus.WithError(err).Warn("nandsim: cannot read FTL state; starting a fresh FTL")
-		} else if errors.Is(err, ErrBadState) {
-			logrus.WithError(err).Warn("nandsim: FTL state unusable; statistics restart from a fresh FTL")
-		}
-	} else {
-		s.reason = "no state path"
 	}
 	s.f = newFTL(s.cfg)
 	mapped, err := s.f.mapBacking(s.st, int64(s.cfg.PageSize))
 	if err != nil {
 		return err
 	}
-	if mapped > 0 {
-		s.dirty = true
-		if opts.StatePath != "" {
-			logrus.WithFields(logrus.Fields{"pages": mapped, "reason": s.reason}).
-				Warn("nandsim: no usable FTL state; mapped the pages found in the backing as live, statistics restart")
-		}
+	s.dirty = mapped > 0
+	log := logrus.WithFields(logrus.Fields{"reason": s.reason, "pages_mapped": mapped})
+	if opts.StatePath != "" && (!missing || mapped > 0) {
+		// Lost statistics are worth a warning; a first open is not.
+		log.Warn("nandsim: no usable FTL state; statistics restart from a fresh FTL, pages found in the backing are mapped as live")
+	} else {
+		log.Debug("nandsim: starting a fresh FTL")
 	}
 	return nil
 }

@@ -55,7 +55,11 @@ func encodeState(f *ftl) []byte {
 	}
 	for d := range f.dies {
 		for _, fr := range []frontier{f.dies[d].host, f.dies[d].gc} {
-			w.uvarint(uint64(fr.block + 1))
+			if fr.block < 0 {
+				w.uvarint(0)
+			} else {
+				w.uvarint(uint64(fr.block - int32(d)*f.blocksPerDie + 1))
+			}
 			w.uvarint(uint64(fr.next))
 		}
 	}
