@@ -11,7 +11,7 @@ func (f *ftl) check() error {
 	}
 	nBlocks := int32(len(f.state))
 	seen := make([]uint8, nBlocks) // lists (and frontiers) that hold each block
-	walk := func(d int32, l blockList, what string, want func(b int32) error) error {
+	walk := func(d int32, l blockList, what listName, want func(b int32) error) error {
 		n, prev := int32(0), int32(-1)
 		for b := l.head; b >= 0; b = f.next[b] {
 			if b >= nBlocks || f.dieOf(b) != d {
@@ -39,7 +39,7 @@ func (f *ftl) check() error {
 		if dd.free.n < 1 {
 			return bad("die %d has no free block left for GC", d)
 		}
-		if err := walk(d, dd.free, "free", func(b int32) error {
+		if err := walk(d, dd.free, listName(-1), func(b int32) error {
 			if f.state[b] != blockFree || f.valid[b] != 0 {
 				return bad("free block %d has state %d and %d valid pages", b, f.state[b], f.valid[b])
 			}
@@ -51,7 +51,7 @@ func (f *ftl) check() error {
 			if dd.buckets[v].n > 0 && v < dd.minValid {
 				return bad("die %d: bucket %d is not empty but minValid is %d", d, v, dd.minValid)
 			}
-			if err := walk(d, dd.buckets[v], fmt.Sprintf("bucket %d", v), func(b int32) error {
+			if err := walk(d, dd.buckets[v], listName(v), func(b int32) error {
 				if f.state[b] != blockClosed || f.valid[b] != v {
 					return bad("block %d in bucket %d has state %d and %d valid pages", b, v, f.state[b], f.valid[b])
 				}
@@ -138,4 +138,15 @@ func (f *ftl) checkMaps() error {
 		return bad("%d live logical pages but %d valid physical pages", mapped, live)
 	}
 	return nil
+}
+
+// listName names a list in messages: the free list (-1) or a bucket. A type
+// of its own so that naming costs nothing unless a check fails.
+type listName int32
+
+func (n listName) String() string {
+	if n < 0 {
+		return "free"
+	}
+	return fmt.Sprintf("bucket %d", int32(n))
 }
