@@ -59,3 +59,17 @@ func GreedyWAFBand(alpha float64) (lower, upper float64) {
 	upper = alpha / (alpha + LambertW0(-alpha*math.Exp(-alpha)))
 	return lower, upper
 }
+
+// Alpha is physical / logical pages.
+func (c Config) Alpha() float64 {
+	return float64(c.PhysicalPages()) / float64(c.LogicalPages())
+}
+
+// EffectiveAlpha is Alpha less the free blocks GC holds back: the free
+// count swings between the reserve and the high watermark, so on average
+// their midpoint per die cannot hold invalid pages. GreedyWAFBand at this
+// alpha predicts the WAF with a reserve.
+func (c Config) EffectiveAlpha() float64 {
+	meanFree := float64(c.lowBlocks()+c.highBlocks()) / 2 * float64(c.Dies()*c.PagesPerBlock)
+	return (float64(c.PhysicalPages()) - meanFree) / float64(c.LogicalPages())
+}

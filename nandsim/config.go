@@ -143,18 +143,18 @@ func (c Config) Validate() error {
 		}
 	}
 	if !(c.OverProvisioning > 0 && c.OverProvisioning < 1) {
-		bad("over-provisioning must be in (0, 1), got %v", c.OverProvisioning)
+		bad("over-provisioning must be in (0, 1), got %.4g", c.OverProvisioning)
 	} else if c.LogicalPages() <= 0 {
-		bad("over-provisioning %v leaves no logical page", c.OverProvisioning)
+		bad("over-provisioning %.4g leaves no logical page", c.OverProvisioning)
 	} else if spare := c.sparePagesPerDie(); spare < float64(minSpareBlocksPerDie*c.PagesPerBlock) {
-		bad("over-provisioning %v leaves %.1f spare blocks per die, need at least %d (one for GC, one for the host, one of slack)",
+		bad("over-provisioning %.4g leaves %.1f spare blocks per die, need at least %d (one for GC, one for the host, one of slack)",
 			c.OverProvisioning, spare/float64(c.PagesPerBlock), minSpareBlocksPerDie)
 	}
-	if !(c.GCReserve >= 0) || c.GCReserve >= c.OverProvisioning || math.IsInf(c.GCReserve, 0) {
-		bad("GC reserve %v must be in [0, over-provisioning %v)", c.GCReserve, c.OverProvisioning)
-	}
-	if !(c.GCHighWater >= c.GCReserve) || c.GCHighWater >= c.OverProvisioning {
-		bad("GC high watermark %v must be in [reserve %v, over-provisioning %v)", c.GCHighWater, c.GCReserve, c.OverProvisioning)
+	reserveOK := c.GCReserve >= 0 && c.GCReserve < c.OverProvisioning && !math.IsInf(c.GCReserve, 0)
+	if !reserveOK {
+		bad("GC reserve %.4g must be in [0, over-provisioning %.4g)", c.GCReserve, c.OverProvisioning)
+	} else if !(c.GCHighWater >= c.GCReserve) || c.GCHighWater >= c.OverProvisioning {
+		bad("GC high watermark %.4g must be in [reserve %.4g, over-provisioning %.4g)", c.GCHighWater, c.GCReserve, c.OverProvisioning)
 	} else if len(errs) == 0 {
 		room := c.sparePagesPerDie()/float64(c.PagesPerBlock) - float64(c.highBlocks())
 		if room < 2 {

@@ -5,10 +5,6 @@ import (
 	"testing"
 )
 
-func alphaOf(cfg Config) float64 {
-	return float64(cfg.PhysicalPages()) / float64(cfg.LogicalPages())
-}
-
 // Sequential overwrite invalidates blocks in the order they were written, so
 // every victim is empty: WAF 1 exactly and no copies, whatever the reserve.
 func TestSequentialOverwriteWAFIsOne(t *testing.T) {
@@ -37,7 +33,7 @@ func TestRandomGreedyWAFInAnalyticalBand(t *testing.T) {
 		cfg := smallConfig(geo.channels, geo.blocks)
 		cfg.GCReserve, cfg.GCHighWater = 0, 0
 		st := runWorkload(t, cfg, Workload{Kind: Random, Passes: 10, WarmupPasses: 3, Seed: 7})
-		lo, hi := GreedyWAFBand(alphaOf(cfg))
+		lo, hi := GreedyWAFBand(cfg.Alpha())
 		t.Logf("%dx%d blocks, OP 15%%, no reserve: WAF %.3f, band [%.3f, %.3f]", geo.channels, geo.blocks, st.WAF, lo, hi)
 		if st.WAF < 0.9*lo || st.WAF > 1.1*hi {
 			t.Errorf("WAF %.3f outside 10%% of the band [%.3f, %.3f]", st.WAF, lo, hi)
@@ -66,8 +62,7 @@ func TestReserveRaisesWAF(t *testing.T) {
 	without := runWorkload(t, base, w)
 	with := runWorkload(t, res, w)
 
-	meanFree := float64(res.lowBlocks()+res.highBlocks()) / 2 * float64(res.Dies()*res.PagesPerBlock)
-	alphaEff := (float64(res.PhysicalPages()) - meanFree) / float64(res.LogicalPages())
+	alphaEff := res.EffectiveAlpha()
 	lo, hi := GreedyWAFBand(alphaEff)
 	t.Logf("WAF %.3f without reserve, %.3f with (x%.2f); effective alpha %.4f (OP %.1f%%), band there [%.3f, %.3f]",
 		without.WAF, with.WAF, with.WAF/without.WAF, alphaEff, 100*(1-1/alphaEff), lo, hi)
