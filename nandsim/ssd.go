@@ -293,9 +293,12 @@ func (s *SSD) sync() error {
 		s.mu.Unlock()
 		return nil
 	}
-	buf := encodeState(s.f)
+	// Encoding the default device takes about half a second; copy the
+	// fields it needs (tens of ms) and encode without holding the device.
+	snap := s.f.snapshot()
 	s.dirty = false
 	s.mu.Unlock()
+	buf := encodeState(snap)
 	if err := writeFileAtomic(s.statePath, buf); err != nil {
 		s.mu.Lock()
 		s.dirty = true

@@ -122,7 +122,8 @@ func TestBadLengthsAndClosed(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	cfg := smallConfig(2, 64)
 	cfg.PageSize = 64
-	s := mustOpen(t, cfg, Options{Backing: MemoryBacking(), CheckInvariants: true})
+	state := filepath.Join(t.TempDir(), "ftl.state")
+	s := mustOpen(t, cfg, Options{Backing: MemoryBacking(), CheckInvariants: true, StatePath: state})
 	defer s.Close()
 	const workers = 4
 	span := s.LogicalPages() / workers
@@ -141,6 +142,10 @@ func TestConcurrentUse(t *testing.T) {
 					}
 				}
 				s.Stats()
+				if err := s.Sync(); err != nil {
+					errs <- err
+					return
+				}
 				for lpn := w * span; lpn < (w+1)*span; lpn += 7 {
 					if err := s.ReadPages(lpn, buf); err != nil || !bytes.Equal(buf, pageOf(cfg.PageSize, lpn, round)) {
 						errs <- errors.New("concurrent read returned stale or foreign data")
@@ -163,5 +168,8 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if err := s.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := loadState(state, cfg); err != nil {
+		t.Errorf("state saved under concurrent writes does not load: %v", err)
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // The state file (docs/NANDSIM.md has the layout):
@@ -91,6 +91,26 @@ func encodeState(f *ftl) []byte {
 	return out.Bytes()
 }
 
+// snapshot copies what encodeState reads, so it can run unlocked.
+func (f *ftl) snapshot() *ftl {
+	c := *f
+	c.l2p = slices.Clone(f.l2p)
+	c.erases = slices.Clone(f.erases)
+	c.stamp = slices.Clone(f.stamp)
+	c.state = slices.Clone(f.state)
+	c.prev = slices.Clone(f.prev)
+	c.next = slices.Clone(f.next)
+	c.dies = slices.Clone(f.dies)
+	for d := range c.dies {
+		c.dies[d].buckets = slices.Clone(f.dies[d].buckets)
+	}
+	c.clock.chipFree = slices.Clone(f.clock.chipFree)
+	c.clock.busFree = slices.Clone(f.clock.busFree)
+	c.clock.busy = slices.Clone(f.clock.busy)
+	c.p2l, c.valid, c.afterGC = nil, nil, nil // not saved
+	return &c
+}
+
 type encoder struct {
 	w   *bufio.Writer
 	buf [binary.MaxVarintLen64]byte
@@ -149,9 +169,17 @@ func decodeState(data []byte, cfg Config) (*ftl, error) {
 // decodePayload rebuilds an ftl from a deflated payload. Every value is
 // range-checked before use, and the result must pass check().
 func decodePayload(payload []byte, cfg Config) (*ftl, error) {
-	zr := flate.NewReader(bytes.NewReader(payload))
-	defer zr.Close()
-	r := &decoder{r: bufio.NewReaderSize(zr, 1<<16)}
+	// Inflate whole, bounded by the largest payload cfg can produce: a
+	// small file must not inflate into gigabytes.
+	limit := maxPayload(cfg)
+	raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(payload)), limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: inflate: %w", ErrBadState, err)
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("%w: payload inflates past %d bytes", ErrBadState, limit)
+	}
+	r := &decoder{b: raw}
 	f := newFTL(cfg)
 	nBlocks := int64(len(f.state))
 
@@ -228,8 +256,8 @@ func decodePayload(payload []byte, cfg Config) (*ftl, error) {
 			f.valid[p/int64(f.pages)]++
 		}
 	}
-	if _, err := r.r.ReadByte(); err != io.EOF {
-		return nil, fmt.Errorf("%w: trailing data after the page map", ErrBadState)
+	if len(r.b) > 0 {
+		return nil, fmt.Errorf("%w: %d bytes of trailing data after the page map", ErrBadState, len(r.b))
 	}
 	for d := range f.dies {
 		dd := &f.dies[d]
@@ -249,18 +277,24 @@ func bucketPtrs(dd *die) []*blockList {
 	return ps
 }
 
-// decoder reads varint fields; the first error sticks and later reads
-// return zero, so callers check r.err once per section.
+// maxPayload bounds the inflated payload for cfg: every varint at its
+// longest (10 bytes).
+func maxPayload(cfg Config) int64 {
+	const v = binary.MaxVarintLen64
+	blocks, dies := cfg.TotalBlocks(), int64(cfg.Dies())
+	return 9*v + 8*(1+int64(cfg.Channels)) + dies*4*v + blocks*(1+2*v) +
+		dies*int64(cfg.PagesPerBlock+2)*v + blocks*v + cfg.LogicalPages()*v
+}
+
+// decoder reads fields from the front of b; the first error sticks and
+// later reads return zero, so callers check r.err once per section.
 type decoder struct {
-	r   *bufio.Reader
+	b   []byte
 	err error
 }
 
 func (d *decoder) fail(what string, err error) {
 	if d.err == nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
 		d.err = fmt.Errorf("%w: reading %s: %w", ErrBadState, what, err)
 	}
 }
@@ -270,11 +304,12 @@ func (d *decoder) int(what string, lo, hi int64) int64 {
 	if d.err != nil {
 		return lo
 	}
-	v, err := binary.ReadUvarint(d.r)
-	if err != nil {
-		d.fail(what, err)
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(what, io.ErrUnexpectedEOF)
 		return lo
 	}
+	d.b = d.b[n:]
 	if v > uint64(math.MaxInt64) || int64(v) < lo || int64(v) > hi {
 		d.fail(what, fmt.Errorf("value %d outside [%d, %d]", v, lo, hi))
 		return lo
@@ -286,10 +321,12 @@ func (d *decoder) varint() int64 {
 	if d.err != nil {
 		return 0
 	}
-	v, err := binary.ReadVarint(d.r)
-	if err != nil {
-		d.fail("page map", err)
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("page map", io.ErrUnexpectedEOF)
+		return 0
 	}
+	d.b = d.b[n:]
 	return v
 }
 
@@ -297,12 +334,12 @@ func (d *decoder) float(what string) float64 {
 	if d.err != nil {
 		return 0
 	}
-	var b [8]byte
-	if _, err := io.ReadFull(d.r, b[:]); err != nil {
-		d.fail(what, err)
+	if len(d.b) < 8 {
+		d.fail(what, io.ErrUnexpectedEOF)
 		return 0
 	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(b[:]))
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
 	if !(v >= 0) || math.IsInf(v, 0) {
 		d.fail(what, fmt.Errorf("time %v is not a finite non-negative number", v))
 		return 0
