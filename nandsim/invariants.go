@@ -2,6 +2,32 @@ package nandsim
 
 import "fmt"
 
+// CheckInvariants verifies the FTL's internal consistency: the two maps
+// agree, per-block valid counts match the maps, every block is on exactly
+// the list its state says, and erase counts never went down since the last
+// check. O(device size); for tests and fsck.
+func (s *SSD) CheckInvariants() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkLocked()
+}
+
+func (s *SSD) checkLocked() error {
+	if err := s.f.check(); err != nil {
+		return err
+	}
+	if s.lastErases == nil {
+		s.lastErases = make([]uint32, len(s.f.erases))
+	}
+	for b, e := range s.f.erases {
+		if e < s.lastErases[b] {
+			return fmt.Errorf("%w: block %d erase count fell from %d to %d", ErrInvariant, b, s.lastErases[b], e)
+		}
+	}
+	copy(s.lastErases, s.f.erases)
+	return nil
+}
+
 // check verifies the FTL's structure without trusting any of it: list walks
 // are bounded and every index is range-checked, so a corrupt state decoded
 // from a file is reported, never a panic or an endless loop.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"sync"
-	"time"
 
 	"github.com/sirupsen/logrus"
 )
@@ -123,143 +122,6 @@ func (s *SSD) StateReason() string {
 	return s.reason
 }
 
-// pageCount checks a buffer length and returns it in pages.
-func (s *SSD) pageCount(n int) (int64, error) {
-	if n <= 0 || n%s.cfg.PageSize != 0 {
-		return 0, fmt.Errorf("%w: %d bytes, page size %d", ErrBadLength, n, s.cfg.PageSize)
-	}
-	return int64(n / s.cfg.PageSize), nil
-}
-
-func (s *SSD) inRange(lpn, n int64) bool {
-	return lpn >= 0 && n >= 0 && lpn <= s.LogicalPages()-n
-}
-
-// begin takes the shared lifetime lock; the caller must call s.life.RUnlock.
-func (s *SSD) begin() error {
-	s.life.RLock()
-	if s.closed {
-		s.life.RUnlock()
-		return ErrClosed
-	}
-	return nil
-}
-
-// WritePages stores data (whole pages) at lpn and runs it through the FTL.
-func (s *SSD) WritePages(lpn int64, data []byte) error {
-	n, err := s.pageCount(len(data))
-	if err != nil {
-		return fmt.Errorf("write pages at %d: %w", lpn, err)
-	}
-	if !s.inRange(lpn, n) {
-		return fmt.Errorf("write pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfSpace, s.LogicalPages())
-	}
-	if err := s.begin(); err != nil {
-		return err
-	}
-	defer s.life.RUnlock()
-	if err := s.st.writeAt(data, lpn*int64(s.cfg.PageSize)); err != nil {
-		return fmt.Errorf("write pages %d+%d: %w", lpn, n, err)
-	}
-	return s.account(lpn, n)
-}
-
-// Account has the FTL effect and counters of writing n pages at lpn, but
-// stores no content: for metadata write estimates and the shadow device.
-func (s *SSD) Account(lpn int64, n int64) error {
-	if n < 0 || !s.inRange(lpn, n) {
-		return fmt.Errorf("account pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfSpace, s.LogicalPages())
-	}
-	if err := s.begin(); err != nil {
-		return err
-	}
-	defer s.life.RUnlock()
-	return s.account(lpn, n)
-}
-
-func (s *SSD) account(lpn, n int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n > 0 {
-		s.dirty = true
-	}
-	for i := int64(0); i < n; i++ {
-		if err := s.f.write(int32(lpn + i)); err != nil {
-			return fmt.Errorf("write page %d: %w", lpn+i, err)
-		}
-	}
-	return nil
-}
-
-// ReadPages fills buf (whole pages) from lpn. Pages never written, or
-// trimmed, read as zeros. Only mapped pages cost flash time.
-func (s *SSD) ReadPages(lpn int64, buf []byte) error {
-	n, err := s.pageCount(len(buf))
-	if err != nil {
-		return fmt.Errorf("read pages at %d: %w", lpn, err)
-	}
-	if !s.inRange(lpn, n) {
-		return fmt.Errorf("read pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfRange, s.LogicalPages())
-	}
-	if err := s.begin(); err != nil {
-		return err
-	}
-	defer s.life.RUnlock()
-	if err := s.st.readAt(buf, lpn*int64(s.cfg.PageSize)); err != nil {
-		return fmt.Errorf("read pages %d+%d: %w", lpn, n, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dirty = true
-	for i := int64(0); i < n; i++ {
-		s.f.read(int32(lpn + i))
-	}
-	return nil
-}
-
-// Trim unmaps n pages from lpn: their flash pages become invalid (GC will
-// not copy them) and a file backing gets a hole.
-func (s *SSD) Trim(lpn, n int64) error {
-	if n < 0 || !s.inRange(lpn, n) {
-		return fmt.Errorf("trim pages %d+%d: %w (%d logical pages)", lpn, n, ErrOutOfRange, s.LogicalPages())
-	}
-	if n == 0 {
-		return nil
-	}
-	if err := s.begin(); err != nil {
-		return err
-	}
-	defer s.life.RUnlock()
-	ps := int64(s.cfg.PageSize)
-	if err := s.st.trim(lpn*ps, n*ps); err != nil {
-		return fmt.Errorf("trim pages %d+%d: %w", lpn, n, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.dirty = true
-	for i := int64(0); i < n; i++ {
-		s.f.trim(int32(lpn + i))
-	}
-	return nil
-}
-
-// Mark returns the current simulated time for Since. It is a barrier: every
-// channel waits for the busiest, as a host that waits for its outstanding
-// requests before starting a batch would, so Since measures the batch alone.
-func (s *SSD) Mark() TimeMark {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return TimeMark{ms: s.f.clock.barrier()}
-}
-
-// Since is the simulated time from m until everything submitted since has
-// completed, GC included.
-func (s *SSD) Since(m TimeMark) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return msToDuration(s.f.clock.now() - m.ms)
-}
-
 // ResetCounters zeroes the workload statistics and the simulated clock but
 // keeps the page map and the per-block erase counts (the wear already done).
 func (s *SSD) ResetCounters() {
@@ -321,30 +183,4 @@ func (s *SSD) Close() error {
 		err = fmt.Errorf("close ssd: %w", cerr)
 	}
 	return err
-}
-
-// CheckInvariants verifies the FTL's internal consistency: the two maps
-// agree, per-block valid counts match the maps, every block is on exactly
-// the list its state says, and erase counts never went down since the last
-// check. O(device size); for tests and fsck.
-func (s *SSD) CheckInvariants() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.checkLocked()
-}
-
-func (s *SSD) checkLocked() error {
-	if err := s.f.check(); err != nil {
-		return err
-	}
-	if s.lastErases == nil {
-		s.lastErases = make([]uint32, len(s.f.erases))
-	}
-	for b, e := range s.f.erases {
-		if e < s.lastErases[b] {
-			return fmt.Errorf("%w: block %d erase count fell from %d to %d", ErrInvariant, b, s.lastErases[b], e)
-		}
-	}
-	copy(s.lastErases, s.f.erases)
-	return nil
 }

@@ -123,3 +123,20 @@ type TimeMark struct{ ms float64 }
 func (m TimeMark) Ms() float64 { return m.ms }
 
 func msToDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// Mark returns the current simulated time for Since. It is a barrier: every
+// channel waits for the busiest, as a host that waits for its outstanding
+// requests before starting a batch would, so Since measures the batch alone.
+func (s *SSD) Mark() TimeMark {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return TimeMark{ms: s.f.clock.barrier()}
+}
+
+// Since is the simulated time from m until everything submitted since has
+// completed, GC included.
+func (s *SSD) Since(m TimeMark) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return msToDuration(s.f.clock.now() - m.ms)
+}
