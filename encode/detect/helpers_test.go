@@ -14,8 +14,8 @@ import (
 // splitter returns the size of the next piece (at least 1).
 type splitter func() int
 
-func whole() splitter                { return func() int { return 1 << 62 } }
-func fixed(n int) splitter           { return func() int { return n } }
+func whole() splitter      { return func() int { return 1 << 62 } }
+func fixed(n int) splitter { return func() int { return n } }
 func random(seed int64, max int) splitter {
 	r := rand.New(rand.NewSource(seed))
 	return func() int { return 1 + r.Intn(max) }

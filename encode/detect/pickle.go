@@ -83,13 +83,13 @@ const (
 	pickleTupleCap  = 8       // longest tuple whose elements are kept
 	pickleDepthCap  = 3       // deepest tuple nesting kept
 	pickleStackCap  = 1 << 16
-	pickleMemoCap   = 1 << 16  // memo entries kept
-	pickleMemoBytes = 4 << 20  // string bytes kept in the memo
-	pickleStrsBytes = 4 << 20  // bytes of collected strings
-	pickleStrsCap   = 1 << 18  // count of collected strings
-	pickleStorCap   = 1 << 18  // storages recorded
-	pickleMaxFixed  = 8        // longest fixed argument
-	pickleMaxLenArg = 1 << 62  // longest length-prefixed argument accepted
+	pickleMemoCap   = 1 << 16 // memo entries kept
+	pickleMemoBytes = 4 << 20 // string bytes kept in the memo
+	pickleStrsBytes = 4 << 20 // bytes of collected strings
+	pickleStrsCap   = 1 << 18 // count of collected strings
+	pickleStorCap   = 1 << 18 // storages recorded
+	pickleMaxFixed  = 8       // longest fixed argument
+	pickleMaxLenArg = 1 << 62 // longest length-prefixed argument accepted
 )
 
 type pkind uint8

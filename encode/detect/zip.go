@@ -33,8 +33,8 @@ type zipMachine struct {
 	scanning bool // looking for the descriptor: the member's own data is over or of unknown length
 	scan     descScanner
 
-	pk                *pickleReader // torch's data.pkl, once seen
-	sawTorch, sawNpy  bool
+	pk               *pickleReader // torch's data.pkl, once seen
+	sawTorch, sawNpy bool
 }
 
 type zipState uint8
