@@ -23,7 +23,7 @@ type npyMachine struct {
 	need   int   // header bytes wanted so far
 	done   int64 // bytes consumed
 	label  Label
-	data   int64 // data length; -1: to the limit (or the end of the stream)
+	data   int64 // data length, once the header is parsed
 	failed bool
 }
 
@@ -68,13 +68,11 @@ func (m *npyMachine) step(e *emitter, p []byte) int {
 		}
 		return k
 	case npyData:
-		k := int64(len(p))
-		if m.data >= 0 {
-			k = min(k, m.data-(m.done-int64(len(m.hdr))))
-		}
-		e.emit(m.label, k, m.done == int64(len(m.hdr)))
+		at := m.done - int64(len(m.hdr)) // data bytes labelled so far
+		k := min(int64(len(p)), m.data-at)
+		e.emit(m.label, k, at == 0)
 		m.done += k
-		if m.data >= 0 && m.done-int64(len(m.hdr)) == m.data {
+		if at+k == m.data {
 			m.st = npyRest
 		}
 		return int(k)
@@ -124,7 +122,6 @@ func (m *npyMachine) parse() {
 func (m *npyMachine) fail() {
 	m.st = npyRest
 	m.failed = m.standalone // standalone: the dispatcher takes over
-
 }
 
 // interpret reads the header dict and sets the data label and length.
@@ -133,33 +130,17 @@ func (m *npyMachine) interpret(h string) bool {
 	if !ok {
 		return false
 	}
-	descr, ok := d["descr"].(string)
+	dt, width, ok := npyType(d["descr"], 0)
 	if !ok {
-		// A structured dtype (a list of fields): its bytes are still a tensor
-		// of records, length unknown without computing the record size.
-		if _, isList := d["descr"].([]any); !isList {
-			return false
-		}
-		m.label = Label{Kind: Tensor, Key: m.key, DType: encode.Bytes}
-		m.data = -1
-		m.st = npyData
-		return true
+		return false // object arrays hold a pickle, and unknown kinds: raw
 	}
 	shape, ok := d["shape"].([]any)
 	if !ok {
 		return false
 	}
-	dt, width, ok := npyDescr(descr)
+	n, ok := scaleByShape(width, shape)
 	if !ok {
-		return false // object arrays hold a pickle, and unknown kinds: raw
-	}
-	n := width
-	for _, x := range shape {
-		v, isInt := x.(int64)
-		if !isInt || v < 0 || (v > 0 && n > (1<<62)/v) {
-			return false
-		}
-		n *= v
+		return false
 	}
 	m.data = n
 	m.label = tensorLabel(m.key, dt, n)
@@ -176,12 +157,62 @@ func (m *npyMachine) total() int64 {
 	switch {
 	case m.st == npyHeader:
 		return lenPending
-	case m.data >= 0 && m.label.Kind == Tensor:
+	case m.label.Kind == Tensor: // the header parsed
 		return int64(len(m.hdr)) + m.data
-	case m.st == npyRest && m.data == 0 && m.label.Kind == Tensor:
-		return int64(len(m.hdr))
 	}
 	return lenUnknown
+}
+
+// npyType reads a descr: a type string, or a structured dtype (a list of
+// (name, descr[, shape]) fields, packed as NumPy writes them, padding
+// included as unnamed void fields), whose records are Bytes.
+func npyType(descr any, depth int) (encode.DType, int64, bool) {
+	switch d := descr.(type) {
+	case string:
+		return npyDescr(d)
+	case []any:
+		if depth > pyDepthCap || len(d) == 0 {
+			return encode.Bytes, 0, false
+		}
+		var size int64
+		for _, f := range d {
+			field, isSeq := f.([]any)
+			if !isSeq || len(field) < 2 || len(field) > 3 {
+				return encode.Bytes, 0, false
+			}
+			_, w, ok := npyType(field[1], depth+1)
+			if !ok {
+				return encode.Bytes, 0, false
+			}
+			if len(field) == 3 {
+				if w, ok = scaleByShape(w, field[2]); !ok {
+					return encode.Bytes, 0, false
+				}
+			}
+			if size += w; size > 1<<40 {
+				return encode.Bytes, 0, false
+			}
+		}
+		return encode.Bytes, size, size > 0
+	}
+	return encode.Bytes, 0, false
+}
+
+// scaleByShape multiplies w by the product of shape (a tuple of ints, or
+// one int), refusing overflow.
+func scaleByShape(w int64, shape any) (int64, bool) {
+	dims, isSeq := shape.([]any)
+	if !isSeq {
+		dims = []any{shape}
+	}
+	for _, x := range dims {
+		v, isInt := x.(int64)
+		if !isInt || v < 0 || (v > 0 && w > (1<<62)/v) {
+			return 0, false
+		}
+		w *= v
+	}
+	return w, true
 }
 
 // npyDescr maps a NumPy type string ('<f4', '|u1', '>i8', '<U5', '<M8[ns]')

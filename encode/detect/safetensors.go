@@ -21,6 +21,7 @@ type safetensorsMachine struct {
 	lenN   int
 	hdr    []byte
 	hdrLen int
+	parsed bool
 	plan   []stPiece // what the data section holds, in order
 	cur    int       // index in plan
 	done   int64     // bytes of plan[cur] labelled
@@ -57,7 +58,7 @@ func (m *safetensorsMachine) feed(e *emitter, p []byte) (int, bool) {
 					return total - len(p) + n, true
 				}
 			}
-		case len(m.hdr) < m.hdrLen:
+		case !m.parsed:
 			n = min(m.hdrLen-len(m.hdr), len(p))
 			m.hdr = append(m.hdr, p[:n]...)
 			e.raw(int64(n))
@@ -90,10 +91,11 @@ type stEntry struct {
 // header is not a safetensors header.
 func (m *safetensorsMachine) parse() bool {
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(m.hdr, &raw); err != nil {
+	err := json.Unmarshal(m.hdr, &raw)
+	m.hdr, m.parsed = nil, true // no longer needed: free the buffer early
+	if err != nil {
 		return false
 	}
-	m.hdr = nil // no longer needed: free the buffer early
 	type tensor struct {
 		name       string
 		dt         encode.DType

@@ -220,9 +220,11 @@ func (z *zipMachine) member(name string, stored bool) zipMember {
 			return rawMember{}
 		}
 		return &tensorMember{label: tensorLabel(rest, t.DType, l), n: l}
-	case strings.HasSuffix(name, ".npy") && stored:
+	case strings.HasSuffix(name, ".npy"):
 		z.sawNpy = true
-		return &npyMember{m: newNpyMachine(name, false)}
+		if stored {
+			return &npyMember{m: newNpyMachine(name, false)}
+		}
 	}
 	return rawMember{}
 }
