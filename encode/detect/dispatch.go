@@ -28,6 +28,7 @@ type dispatcher struct {
 	m      machine
 	failed bool // m fell back to generic
 	fmt    string
+	force  func() machine // tests: the machine to use whatever the bytes say
 }
 
 func newDispatcher(name string) *dispatcher {
@@ -83,6 +84,9 @@ func (d *dispatcher) Format() string {
 
 // pick chooses the machine for a stream starting with d.sniff.
 func (d *dispatcher) pick() machine {
+	if d.force != nil {
+		return d.force()
+	}
 	b := d.sniff[:]
 	switch {
 	case bytes.HasPrefix(b, zipMagic):

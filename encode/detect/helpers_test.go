@@ -34,7 +34,11 @@ func label(tb testing.TB, name string, data []byte, next splitter) ([]Span, stri
 }
 
 func labelChecked(name string, data []byte, next splitter) ([]Span, string, error) {
-	d := New(name)
+	return labelWith(New(name), data, next)
+}
+
+// labelWith is labelChecked with a given detector.
+func labelWith(d Detector, data []byte, next splitter) ([]Span, string, error) {
 	var all, buf []Span
 	var off int64
 	for len(data) > 0 {
