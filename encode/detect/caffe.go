@@ -78,7 +78,7 @@ const (
 const (
 	caffeNameCap  = 256
 	caffeDepthCap = 8
-	caffeNamesCap = 1 << 16
+	caffeNamesCap = 1 << 14
 )
 
 // caffeHint reports whether a file name says Caffe, and which message.

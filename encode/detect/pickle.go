@@ -11,10 +11,12 @@ import (
 // and it tracks just enough of the stack and memo to see torch's persistent
 // ids: ('storage', torch.<Type>Storage, key, location, numel[, view]).
 //
-// Memory is bounded: strings longer than pickleStrCap, tuples longer than
-// pickleTupleCap and deep nestings are kept as "other" values; the stack and
-// memo have caps, and a pickle that exceeds them is still framed (STOP is
-// still found) but no longer interpreted.
+// Memory is bounded (a few MiB at worst): strings longer than pickleStrCap,
+// tuples longer than pickleTupleCap and tuples inside tuples are kept as
+// "other" values (a persistent id and a rebuild call's arguments need only
+// their direct scalar elements); the memo keeps no tuples; the stack, memo
+// and storage table have caps. A pickle that exceeds the stack cap is still
+// framed (STOP is still found) but no longer interpreted.
 type pickleReader struct {
 	st      pstate
 	op      byte
@@ -36,6 +38,7 @@ type pickleReader struct {
 	// What the pickle told us.
 	storages map[string]*storageInfo
 	order    []string // storage keys in order of first appearance
+	storSz   int      // bytes of keys in storages
 	strs     []string // strings pushed, in order, when collectStrs is set
 	strsSz   int
 
@@ -81,14 +84,13 @@ const (
 	pickleStrCap    = 1 << 10 // longest string value kept
 	pickleLineCap   = 1 << 10 // longest text-opcode line kept
 	pickleTupleCap  = 8       // longest tuple whose elements are kept
-	pickleDepthCap  = 3       // deepest tuple nesting kept
-	pickleStackCap  = 1 << 16
-	pickleMemoCap   = 1 << 16 // memo entries kept
+	pickleStackCap  = 1 << 14 // real pickles batch SETITEMS/APPENDS by 1000
+	pickleMemoCap   = 1 << 15 // memo entries kept
 	pickleMemoBytes = 4 << 20 // string bytes kept in the memo
 	pickleStrsBytes = 4 << 20 // bytes of collected strings
 	pickleStrsCap   = 1 << 18 // count of collected strings
-	pickleStorCap   = 1 << 18 // storages recorded
-	pickleMaxFixed  = 8       // longest fixed argument
+	pickleStorCap   = 1 << 16 // storages recorded
+	pickleStorBytes = 4 << 20 // bytes of recorded storage keys
 	pickleMaxLenArg = 1 << 62 // longest length-prefixed argument accepted
 )
 
@@ -104,11 +106,10 @@ const (
 )
 
 type pval struct {
-	k     pkind
-	depth uint8
-	s     string
-	i     int64
-	t     []pval
+	k pkind
+	s string
+	i int64
+	t []pval // a tuple's elements, none of them a tuple with elements
 }
 
 func newPickleReader() *pickleReader {
@@ -340,6 +341,9 @@ func (r *pickleReader) memoPut(i uint32) {
 	if !had {
 		r.memoN++ // approximate once the cap drops entries; exact for real pickles
 	}
+	if v.k == pvTuple {
+		v = pval{} // tuples are rebuilt, never fetched, in the pickles that matter
+	}
 	if !had && (len(r.memo) >= pickleMemoCap || r.memoSz+len(v.s) > pickleMemoBytes) {
 		return // later GETs of it read as "other": we lose detail, not framing
 	}
@@ -504,11 +508,10 @@ func (r *pickleReader) tuple(v []pval) pval {
 	}
 	t := pval{k: pvTuple, t: make([]pval, len(v))}
 	for i, x := range v {
-		if x.depth >= pickleDepthCap {
-			x = pval{}
+		if x.k == pvTuple {
+			x = pval{} // nested tuples (shapes, strides) are not needed
 		}
 		t.t[i] = x
-		t.depth = max(t.depth, x.depth+1)
 	}
 	r.refineUntyped(t.t)
 	return t
@@ -523,7 +526,7 @@ func (r *pickleReader) persistent(pid pval) pval {
 		return pval{}
 	}
 	key := t[2].s
-	if _, seen := r.storages[key]; !seen && len(r.storages) < pickleStorCap {
+	if _, seen := r.storages[key]; !seen && len(r.storages) < pickleStorCap && r.storSz+len(key) <= pickleStorBytes {
 		mod, name, _ := strings.Cut(t[1].s, "\n")
 		if et, ok := storageTypes[name]; ok && mod == "torch" {
 			r.storages[key] = &storageInfo{
@@ -531,6 +534,7 @@ func (r *pickleReader) persistent(pid pval) pval {
 				untyped: name == "UntypedStorage",
 			}
 			r.order = append(r.order, key)
+			r.storSz += len(key)
 		}
 	}
 	return pval{k: pvPers, s: key}

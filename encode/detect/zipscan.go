@@ -53,20 +53,25 @@ func (s *descScanner) find(p []byte, pos int64) int64 {
 			}
 		}
 	}
-	for i := 0; i+len(descSig) <= len(p); {
-		j := bytes.Index(p[i:], descSig)
+	// A candidate can only win if it starts desc32 bytes before the best end
+	// so far: stop searching there rather than at the end of p.
+	end := len(p)
+	bound := func() {
+		if best >= 0 {
+			end = min(end, max(0, int(best-pos)-desc32+len(descSig)-1))
+		}
+	}
+	bound()
+	for i := 0; i < end; i++ {
+		j := bytes.Index(p[i:end], descSig)
 		if j < 0 {
 			break
 		}
 		i += j
-		at := pos + int64(i)
-		if best >= 0 && at+desc32 >= best {
-			break
-		}
-		if e := s.at(p, i, at); e >= 0 && (best < 0 || e < best) {
+		if e := s.at(p, i, pos+int64(i)); e >= 0 && (best < 0 || e < best) {
 			best = e
+			bound()
 		}
-		i++
 	}
 	return best
 }
