@@ -34,18 +34,28 @@ func TestGolden(t *testing.T) {
 // cover every byte, identically for any piece sizes.
 func TestGoldenDamaged(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
+	rounds := 40
+	if os.Getenv("CKPTFS_FULL") == "1" {
+		rounds = 2000
+	}
 	for _, f := range goldenFiles(t) {
 		data, err := os.ReadFile(filepath.Join(goldenDir, f.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 40; i++ {
+		for i := 0; i < rounds; i++ {
 			cut := data[:r.Intn(len(data)+1)]
 			damaged := slices.Clone(data)
 			for k := 1 + r.Intn(4); k > 0; k-- {
 				damaged[r.Intn(len(damaged))] = byte(r.Intn(256))
 			}
-			for _, d := range [][]byte{cut, damaged} {
+			// Bytes inserted or removed shift everything after them.
+			at := r.Intn(len(data))
+			shifted := slices.Concat(data[:at], data[at+r.Intn(len(data)-at):])
+			if r.Intn(2) == 0 {
+				shifted = slices.Concat(data[:at], make([]byte, r.Intn(40)), data[at:])
+			}
+			for _, d := range [][]byte{cut, damaged, shifted} {
 				checkSplits(t, f.Name, nil, d, r.Int63())
 			}
 		}

@@ -479,8 +479,19 @@ func (r *pickleReader) applyLine(l1, l2 string) {
 		} else {
 			r.memoPut(uint32(n))
 		}
-	case 'S', 'V':
-		r.push(pval{}) // quoted/escaped text: not worth decoding
+	case 'V': // raw-unicode-escape: plain text unless it holds a backslash
+		if strings.IndexByte(l2, '\\') < 0 && l2 != "\x00" {
+			r.pushStr(l2)
+			return
+		}
+		r.push(pval{})
+	case 'S': // a quoted repr: plain when quoted simply and free of escapes
+		if len(l2) >= 2 && (l2[0] == '\'' || l2[0] == '"') && l2[len(l2)-1] == l2[0] &&
+			strings.IndexByte(l2, '\\') < 0 {
+			r.pushStr(l2[1 : len(l2)-1])
+			return
+		}
+		r.push(pval{})
 	default: // F, P
 		r.push(pval{})
 	}

@@ -1,6 +1,8 @@
 package detect
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -14,6 +16,15 @@ func TestTorchGenerated(t *testing.T) {
 
 	// Saved under different names, the archive prefixes differ (ckpt-1/ vs
 	// ckpt-2/) but every tensor keeps its key and length.
+	for _, n := range []string{"ckpt-1", "ckpt-2"} {
+		data, err := os.ReadFile(filepath.Join(dir, n+".pt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(data, []byte(n+"/data.pkl")) {
+			t.Fatalf("%s.pt: archive prefix is not %s/: the key test would prove nothing", n, n)
+		}
+	}
 	for _, pair := range [][2]string{{"ckpt-1.pt", "ckpt-2.pt"}, {"legacy-1.pt", "legacy-2.pt"}} {
 		a, b := tensorShapes(spans[pair[0]]), tensorShapes(spans[pair[1]])
 		if len(a) < 20 || !slices.Equal(a, b) {
