@@ -191,6 +191,7 @@ func python(t *testing.T, script string, args ...string) {
 	}
 	cmd := exec.Command(py, append([]string{abs}, args...)...)
 	cmd.Dir = filepath.Dir(abs)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // keep testdata clean
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
