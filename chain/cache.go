@@ -122,3 +122,12 @@ func (c *chunkCache) stats() (hits, misses, size int64) {
 	defer c.mu.Unlock()
 	return c.hits, c.misses, c.size
 }
+
+// clear empties the cache.
+func (c *chunkCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Init()
+	c.items = map[chunkKey]*list.Element{}
+	c.size = 0
+}

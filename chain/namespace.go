@@ -131,6 +131,21 @@ func (s *Store) Create(parent meta.Ino, name string, nn NewNode) (*meta.Inode, e
 	return n, notFound("create "+name, err)
 }
 
+// CreateUnnamed makes a regular file with no name (O_TMPFILE): an orphan
+// until Link gives it one, freed by Forget otherwise.
+func (s *Store) CreateUnnamed(nn NewNode) (*meta.Inode, error) {
+	var n *meta.Inode
+	err := s.Update(func(tx *Tx) error {
+		now := s.now().UnixNano()
+		n = &meta.Inode{Mode: nn.Mode, Uid: nn.Uid, Gid: nn.Gid, Atime: now, Mtime: now, Ctime: now}
+		if err := tx.NewInode(n); err != nil {
+			return err
+		}
+		return tx.MarkOrphan(n.Ino)
+	})
+	return n, err
+}
+
 // Link adds the name newName in newParent for inode ino.
 func (s *Store) Link(ino, newParent meta.Ino, newName string) (*meta.Inode, error) {
 	if len(newName) > MaxNameLen {
@@ -147,6 +162,11 @@ func (s *Store) Link(ino, newParent meta.Ino, newName string) (*meta.Inode, erro
 		}
 		if _, err := tx.Lookup(newParent, newName); err == nil {
 			return errno("link "+newName, syscall.EEXIST)
+		}
+		if n.Nlink == 0 { // an O_TMPFILE file getting its first name
+			if err := tx.UnmarkOrphan(ino); err != nil {
+				return err
+			}
 		}
 		n.Nlink++
 		n.Ctime = s.now().UnixNano()
@@ -228,8 +248,9 @@ func (tx *Tx) touchDir(ino meta.Ino) error {
 	return tx.PutInode(p)
 }
 
-// Rmdir removes an empty directory.
-func (s *Store) Rmdir(parent meta.Ino, name string) error {
+// Rmdir removes an empty directory; one still in use lives on as an orphan
+// until Forget.
+func (s *Store) Rmdir(parent meta.Ino, name string, isOpen func(meta.Ino) bool) error {
 	err := s.Update(func(tx *Tx) error {
 		ino, err := tx.Lookup(parent, name)
 		if err != nil {
@@ -245,12 +266,12 @@ func (s *Store) Rmdir(parent meta.Ino, name string) error {
 		if !tx.DirEmpty(ino) {
 			return errno("rmdir "+name, syscall.ENOTEMPTY)
 		}
-		return tx.removeDir(parent, name, ino)
+		return tx.removeDir(parent, name, ino, isOpen)
 	})
 	return notFound("rmdir "+name, err)
 }
 
-func (tx *Tx) removeDir(parent meta.Ino, name string, ino meta.Ino) error {
+func (tx *Tx) removeDir(parent meta.Ino, name string, ino meta.Ino, isOpen func(meta.Ino) bool) error {
 	if err := tx.Unlink(parent, name); err != nil {
 		return err
 	}
@@ -265,6 +286,17 @@ func (tx *Tx) removeDir(parent meta.Ino, name string, ino meta.Ino) error {
 		return err
 	}
 	tx.s.accountShadowMetadata(1)
+	if isOpen != nil && isOpen(ino) {
+		d, err := tx.Inode(ino)
+		if err != nil {
+			return err
+		}
+		d.Nlink, d.Ctime = 0, now
+		if err := tx.PutInode(d); err != nil {
+			return err
+		}
+		return tx.MarkOrphan(ino)
+	}
 	return tx.DeleteInode(ino)
 }
 
@@ -330,7 +362,7 @@ func (s *Store) Rename(oldParent meta.Ino, oldName string, newParent meta.Ino, n
 			case isDir(dst) && !tx.DirEmpty(dstIno):
 				return errno(op, syscall.ENOTEMPTY)
 			case isDir(dst):
-				if err := tx.removeDir(newParent, newName, dstIno); err != nil {
+				if err := tx.removeDir(newParent, newName, dstIno, isOpen); err != nil {
 					return err
 				}
 			default:

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 	"github.com/sirupsen/logrus"
@@ -33,6 +34,10 @@ type DirOptions struct {
 	NoSync bool
 	// MemoryDevice keeps the device content in memory instead of a file.
 	MemoryDevice bool
+	// StoredPolicy uses the policy the store was last opened with, if any,
+	// instead of Options.Policy (readers such as stats and fsck, and mounts
+	// without coding flags).
+	StoredPolicy bool
 }
 
 // DirStore is a store kept in a directory.
@@ -84,10 +89,50 @@ func OpenDir(dir string, o DirOptions) (*DirStore, error) {
 			}
 		}
 	}
+	if o.Policy, err = storedPolicy(db, o.Policy, o.StoredPolicy); err != nil {
+		return fail(err)
+	}
 	if ds.Store, err = NewStore(db, ds.Dev, ds.Shadow, o.Options); err != nil {
 		return fail(err)
 	}
 	return ds, nil
+}
+
+// policyRecord is how a policy is kept in the store's configuration.
+type policyRecord struct {
+	Codec    string `json:"codec"`
+	Scheme   string `json:"scheme"`
+	SnapDis  string `json:"snap_dis"`
+	MaxDepth int    `json:"max_depth"`
+}
+
+// storedPolicy returns the policy to use and records it: the stored one
+// if useStored and there is one, else p.
+func storedPolicy(db *meta.DB, p Policy, useStored bool) (Policy, error) {
+	err := db.Update(func(tx *meta.Tx) error {
+		if b := tx.Config("policy"); useStored && b != nil {
+			var rec policyRecord
+			if err := json.Unmarshal(b, &rec); err != nil {
+				return fmt.Errorf("stored policy: %w", err)
+			}
+			var err error
+			if p.Codec, err = encode.ParseCodec(rec.Codec); err != nil {
+				return err
+			}
+			if p.Scheme, err = ParseScheme(rec.Scheme); err != nil {
+				return err
+			}
+			if p.SnapDis, err = ParseSnapDis(rec.SnapDis); err != nil {
+				return err
+			}
+			p.MaxDepth = rec.MaxDepth
+			return nil
+		}
+		b, _ := json.Marshal(policyRecord{Codec: p.Codec.String(), Scheme: p.Scheme.String(),
+			SnapDis: FormatSnapDis(p.SnapDis), MaxDepth: p.MaxDepth})
+		return tx.SetConfig("policy", b)
+	})
+	return p, err
 }
 
 // deviceConfig returns the store's device geometry, recording want (or the

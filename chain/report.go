@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"math"
 	"path"
 	"sort"
 	"time"
@@ -12,6 +13,7 @@ import (
 // Report is what `ckptfs stats`, `replay` and .ckptfs/stats.json show. The
 // top-level keys are DESIGN.md's metric names.
 type Report struct {
+	Store   string `json:"store,omitempty"` // the store directory, when known
 	Codec   string `json:"codec"`
 	Scheme  string `json:"scheme"`
 	SnapDis string `json:"snap_dis"`
@@ -160,6 +162,12 @@ func (ds *DirStore) lifetime(o ReportOptions) Lifetime {
 	if window > 0 {
 		l.DeviceDays, _ = ds.Dev.ProjectedLifetime(l.PELimit, ds.Dev.Stats().Erases, window)
 		l.ShadowDays, _ = ds.Shadow.ProjectedLifetime(l.PELimit, ds.Shadow.Stats().Erases, window)
+	}
+	// Without erases there is no rate to project from.
+	for _, d := range []*float64{&l.DeviceDays, &l.ShadowDays} {
+		if math.IsInf(*d, 0) || math.IsNaN(*d) {
+			*d = 0
+		}
 	}
 	return l
 }

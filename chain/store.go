@@ -58,7 +58,8 @@ type Store struct {
 	nextVersion atomic.Uint64
 	logical     atomic.Int64 // bytes applications wrote, this process
 
-	jobs chan *chunkJob // to the encode workers
+	jobs      chan *chunkJob // to the encode workers
+	closeOnce sync.Once
 
 	pinMu    sync.Mutex
 	pins     map[meta.VersionID]int
@@ -121,10 +122,7 @@ func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
 
 // Close stops the workers. The caller closes the database and devices.
 func (s *Store) Close() {
-	if s.jobs != nil {
-		close(s.jobs)
-		s.jobs = nil
-	}
+	s.closeOnce.Do(func() { close(s.jobs) })
 }
 
 // loadLayout reads the store's chunk layout, or records l for a new store.
@@ -162,15 +160,15 @@ func (s *Store) loadLayout(l Layout) error {
 	})
 }
 
-// recover runs after an unclean stop: pages reserved by uncommitted writes
-// were written but never recorded, so the free list already counts them as
-// free; trimming the free list makes the device agree. Orphans (unlinked
-// while open) are released.
+// recover runs at open. Orphans (unlinked while open) are released: no
+// process has them open any more. After an unclean stop, pages reserved by
+// uncommitted writes were written but never recorded, so the free list
+// already counts them as free; trimming the free list makes the device agree.
 func (s *Store) recover() error {
-	if s.db.WasClean() {
-		return nil
+	clean := s.db.WasClean()
+	if !clean {
+		logrus.Warn("store was not closed cleanly: trimming uncommitted pages")
 	}
-	logrus.Warn("store was not closed cleanly: trimming uncommitted pages and releasing orphans")
 	var free []meta.Extent
 	var orphans []meta.Ino
 	err := s.db.View(func(tx *meta.Tx) error {
@@ -183,6 +181,9 @@ func (s *Store) recover() error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	for _, e := range free {
+		if clean {
+			break
+		}
 		if err := s.dev.Trim(e.Start, e.Len); err != nil {
 			return fmt.Errorf("recover: trim %v: %w", e, err)
 		}

@@ -323,7 +323,7 @@ func TestNamespace(t *testing.T) {
 	if got := readFile(t, s, "x"); string(got) != "aaa" {
 		t.Fatalf("after exchange x = %q", got)
 	}
-	if err := s.Rmdir(meta.RootIno, "d"); !errors.Is(err, syscall.ENOTEMPTY) {
+	if err := s.Rmdir(meta.RootIno, "d", nil); !errors.Is(err, syscall.ENOTEMPTY) {
 		t.Fatalf("rmdir non-empty: %v", err)
 	}
 	if err := s.Rename(meta.RootIno, "d", dir.Ino, "inside", 0, nil); !errors.Is(err, syscall.EINVAL) {

@@ -28,10 +28,11 @@ type chunkJob struct {
 }
 
 func (s *Store) startWorkers() {
-	s.jobs = make(chan *chunkJob, s.workers)
+	jobs := make(chan *chunkJob, s.workers)
+	s.jobs = jobs
 	for i := 0; i < s.workers; i++ {
 		go func() {
-			for j := range s.jobs {
+			for j := range jobs {
 				s.runJob(j)
 				close(j.done)
 			}

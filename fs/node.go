@@ -37,9 +37,10 @@ type Node struct {
 }
 
 var (
-	_ gofs.NodeGetattrer = (*Node)(nil)
-	_ gofs.NodeSetattrer = (*Node)(nil)
-	_ gofs.NodeStatfser  = (*Node)(nil)
+	_ gofs.NodeOnForgetter = (*Node)(nil)
+	_ gofs.NodeGetattrer   = (*Node)(nil)
+	_ gofs.NodeSetattrer   = (*Node)(nil)
+	_ gofs.NodeStatfser    = (*Node)(nil)
 )
 
 // toErrno maps store errors to what the kernel understands. Anything
@@ -62,11 +63,26 @@ func toErrno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// OnForget runs when the kernel drops its last reference to the node.
+func (n *Node) OnForget() {
+	if n.fsys.open.forget(n.ino) {
+		n.fsys.forget(n.ino)
+	}
+}
+
+// forget frees ino if it has no names left (an orphan); otherwise nothing.
+func (f *FS) forget(ino meta.Ino) {
+	if err := f.store.Forget(ino); err != nil {
+		toErrno(err)
+	}
+}
+
 // path is the node's path below the root, which names its family.
 func (n *Node) path() string { return n.Path(nil) }
 
 func (n *Node) child(ctx context.Context, in *meta.Inode, out *fuse.EntryOut) *gofs.Inode {
 	n.fsys.fillAttr(in, &out.Attr)
+	n.fsys.open.remember(in.Ino)
 	node := &Node{fsys: n.fsys, ino: in.Ino}
 	return n.NewInode(ctx, node, gofs.StableAttr{Mode: in.Mode & syscall.S_IFMT, Ino: uint64(in.Ino)})
 }
@@ -152,20 +168,20 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	return n.Getattr(ctx, fh, out)
 }
 
-// truncate sets the file size: through the open writer if the file is
-// open, else as a change committed at once.
+// truncate sets the file size: through the uncommitted writer if the file
+// has one (it commits with the writes), else as a change committed at once,
+// as truncate(2) is on any filesystem.
 func (n *Node) truncate(size, now int64) syscall.Errno {
-	if !n.IsRoot() && n.StableAttr().Mode != syscall.S_IFREG {
+	if n.StableAttr().Mode != syscall.S_IFREG {
 		return syscall.EINVAL
 	}
 	if of := n.fsys.open.get(n.ino); of != nil {
 		of.mu.Lock()
 		defer of.mu.Unlock()
-		w, errno := n.writer(of, size == 0)
-		if errno != 0 {
-			return errno
+		if of.writer != nil {
+			return toErrno(of.writer.Truncate(size, now))
 		}
-		return toErrno(w.Truncate(size, now))
+		of.reader = nil // the committed version is about to change
 	}
 	w, err := n.fsys.store.NewWriter(n.ino, n.path(), size == 0)
 	if err != nil {

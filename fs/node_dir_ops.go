@@ -41,7 +41,9 @@ func (n *Node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	list := make([]fuse.DirEntry, 0, len(ents))
+	list := make([]fuse.DirEntry, 0, len(ents)+2)
+	list = append(list, fuse.DirEntry{Name: ".", Ino: uint64(n.ino), Mode: syscall.S_IFDIR},
+		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR})
 	for _, e := range ents {
 		list = append(list, fuse.DirEntry{Name: e.Name, Ino: uint64(e.Inode.Ino), Mode: e.Inode.Mode})
 	}
@@ -108,7 +110,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.ino == meta.RootIno && name == controlDir {
 		return syscall.EPERM
 	}
-	return toErrno(n.fsys.store.Unlink(n.ino, name, n.fsys.open.isOpen))
+	return toErrno(n.fsys.store.Unlink(n.ino, name, n.fsys.open.inUse))
 }
 
 // Rmdir removes an empty directory.
@@ -116,7 +118,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if n.ino == meta.RootIno && name == controlDir {
 		return syscall.EPERM
 	}
-	return toErrno(n.fsys.store.Rmdir(n.ino, name))
+	return toErrno(n.fsys.store.Rmdir(n.ino, name, n.fsys.open.inUse))
 }
 
 // Rename moves or exchanges names.
@@ -131,5 +133,5 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if flags&^(chain.RenameNoReplace|chain.RenameExchange) != 0 {
 		return syscall.EINVAL
 	}
-	return toErrno(n.fsys.store.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.isOpen))
+	return toErrno(n.fsys.store.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.inUse))
 }

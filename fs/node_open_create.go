@@ -10,8 +10,9 @@ import (
 )
 
 var (
-	_ gofs.NodeOpener  = (*Node)(nil)
-	_ gofs.NodeCreater = (*Node)(nil)
+	_ gofs.NodeOpener   = (*Node)(nil)
+	_ gofs.NodeCreater  = (*Node)(nil)
+	_ gofs.NodeTmpfiler = (*Node)(nil)
 )
 
 func writable(flags uint32) bool {
@@ -66,6 +67,23 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	return child, &handle{n: cn, of: of, flags: flags}, 0, 0
 }
 
+// Tmpfile makes and opens a regular file with no name (O_TMPFILE).
+func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	nn := chain.NewNode{Mode: syscall.S_IFREG | mode&07777}
+	if caller, ok := fuse.FromContext(ctx); ok {
+		nn.Uid, nn.Gid = caller.Uid, caller.Gid
+	}
+	in, err := n.fsys.store.CreateUnnamed(nn)
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	n.fsys.fillAttr(in, &out.Attr)
+	n.fsys.open.remember(in.Ino)
+	child := n.NewInode(ctx, &Node{fsys: n.fsys, ino: in.Ino}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: uint64(in.Ino)})
+	of := n.fsys.open.acquire(in.Ino)
+	return child, &handle{n: child.Operations().(*Node), of: of, flags: flags}, 0, 0
+}
+
 // writer returns the inode's uncommitted writer, starting one if needed.
 // Call with of.mu held.
 func (n *Node) writer(of *openFile, truncate bool) (*chain.Writer, syscall.Errno) {
@@ -92,19 +110,10 @@ func (n *Node) commit(of *openFile) syscall.Errno {
 	return toErrno(w.Commit())
 }
 
-// release drops a handle; the last one commits leftovers and frees an
-// unlinked inode.
+// release drops a handle. The inode's last handle commits what is left;
+// an unlinked inode the kernel has also forgotten is freed.
 func (n *Node) release(of *openFile) {
-	of, last := n.fsys.open.release(n.ino)
-	if !last {
-		return
-	}
-	if of != nil {
-		of.mu.Lock()
-		_ = n.commit(of)
-		of.mu.Unlock()
-	}
-	if err := n.fsys.store.Forget(n.ino); err != nil {
-		toErrno(err)
+	if n.fsys.open.release(n.ino, func(of *openFile) { _ = n.commit(of) }) {
+		n.fsys.forget(n.ino)
 	}
 }

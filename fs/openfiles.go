@@ -17,13 +17,42 @@ type openFile struct {
 	version meta.VersionID // the version reader reads
 }
 
-// openTable holds the openFile of every inode with open handles.
+// openTable holds the openFile of every inode with open handles, and the
+// inodes the kernel holds references to (looked up and not yet forgotten):
+// an unlinked inode must live while either remains, as on any filesystem,
+// or an fstat between the kernel's lookup and open would find it gone.
 type openTable struct {
 	mu    sync.Mutex
 	files map[meta.Ino]*openFile
+	known map[meta.Ino]bool
 }
 
-func newOpenTable() *openTable { return &openTable{files: map[meta.Ino]*openFile{}} }
+func newOpenTable() *openTable {
+	return &openTable{files: map[meta.Ino]*openFile{}, known: map[meta.Ino]bool{}}
+}
+
+// remember notes that the kernel references ino.
+func (t *openTable) remember(ino meta.Ino) {
+	t.mu.Lock()
+	t.known[ino] = true
+	t.mu.Unlock()
+}
+
+// forget notes that the kernel dropped ino; it reports whether the inode is
+// now unused (no handles either).
+func (t *openTable) forget(ino meta.Ino) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.known, ino)
+	return t.files[ino] == nil
+}
+
+// inUse reports whether ino is open or referenced by the kernel.
+func (t *openTable) inUse(ino meta.Ino) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.files[ino] != nil || t.known[ino]
+}
 
 // acquire returns the inode's shared state, counting one more handle.
 func (t *openTable) acquire(ino meta.Ino) *openFile {
@@ -38,20 +67,34 @@ func (t *openTable) acquire(ino meta.Ino) *openFile {
 	return of
 }
 
-// release drops a handle; it reports whether it was the inode's last.
-func (t *openTable) release(ino meta.Ino) (*openFile, bool) {
+// release drops a handle. When it was the inode's last, commit runs (with
+// of.mu held) before the shared state leaves the table, so a concurrent open
+// finds either the uncommitted writer or the committed content, never a gap.
+// It reports whether the inode is now unused (no handles, not referenced by
+// the kernel).
+func (t *openTable) release(ino meta.Ino, commit func(*openFile)) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	of := t.files[ino]
 	if of == nil {
-		return nil, true
+		t.mu.Unlock()
+		return !t.known[ino]
 	}
 	of.handles--
-	if of.handles > 0 {
-		return of, false
+	last := of.handles == 0
+	t.mu.Unlock()
+	if !last {
+		return false
+	}
+	of.mu.Lock()
+	commit(of)
+	of.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if of.handles > 0 { // reopened meanwhile: it keeps the state
+		return false
 	}
 	delete(t.files, ino)
-	return of, true
+	return !t.known[ino]
 }
 
 // get returns the inode's shared state, or nil if it has no open handles.
@@ -60,6 +103,3 @@ func (t *openTable) get(ino meta.Ino) *openFile {
 	defer t.mu.Unlock()
 	return t.files[ino]
 }
-
-// isOpen reports whether the inode has open handles.
-func (t *openTable) isOpen(ino meta.Ino) bool { return t.get(ino) != nil }

@@ -156,6 +156,11 @@ func (tx *Tx) MarkOrphan(ino Ino) error {
 	return tx.tx.Bucket(bucketOrphans).Put(u64key(uint64(ino)), nil)
 }
 
+// UnmarkOrphan removes an orphan mark (a nameless file that got a name).
+func (tx *Tx) UnmarkOrphan(ino Ino) error {
+	return tx.tx.Bucket(bucketOrphans).Delete(u64key(uint64(ino)))
+}
+
 // Orphans lists inodes marked with MarkOrphan.
 func (tx *Tx) Orphans() []Ino {
 	var out []Ino

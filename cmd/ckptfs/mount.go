@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/fs"
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newMountCommand, newUmountCommand) }
+
+type mountFlags struct {
+	store        string
+	foreground   bool
+	readyFD      int
+	precondition bool
+	allowOther   bool
+	debug        bool
+	cacheMiB     int
+	syncEvery    time.Duration
+	policy       policyFlags
+}
+
+func newMountCommand() *cobra.Command {
+	var f mountFlags
+	cmd := &cobra.Command{
+		Use:   "mount [flags] MOUNTPOINT",
+		Short: "Mount a ckptfs store on a directory",
+		Long: `mount serves a ckptfs store at MOUNTPOINT and returns once the mount is ready
+(the daemon keeps running in the background and logs to STORE/ckptfs.log).
+With --foreground it stays in the foreground until unmounted or interrupted.
+
+The store defaults to $XDG_DATA_HOME/ckptfs/stores/<mount point path>
+(~/.local/share/... without XDG_DATA_HOME), so remounting a directory finds
+its store again. The coding flags (--codec, --scheme, --snap-dis, --max-depth)
+apply to files written from now on; without them the store keeps the policy it
+was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
+"fusermount3 -u MOUNTPOINT".`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mp, err := checkMountpoint(args[0])
+			if err != nil {
+				return err
+			}
+			if f.store == "" {
+				if f.store, err = defaultStoreDir(mp); err != nil {
+					return err
+				}
+			}
+			if _, err := os.Stat("/dev/fuse"); err != nil {
+				return fmt.Errorf("/dev/fuse is missing (%w): load the fuse module, or give the container --device /dev/fuse", err)
+			}
+			pol, err := f.policy.policy()
+			if err != nil {
+				return err
+			}
+			storedPolicy := !cmd.Flags().Changed("codec") && !cmd.Flags().Changed("scheme") &&
+				!cmd.Flags().Changed("snap-dis") && !cmd.Flags().Changed("max-depth")
+			if !f.foreground {
+				return daemonize(cmd.OutOrStdout(), mp, f.store)
+			}
+			return serve(mp, f, pol, storedPolicy)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.store, "store", "", "store directory (created 0700 if missing)")
+	fl.BoolVar(&f.foreground, "foreground", false, "stay in the foreground until unmounted")
+	fl.IntVar(&f.readyFD, "ready-fd", 0, "internal: file descriptor to report readiness on")
+	fl.MarkHidden("ready-fd")
+	fl.BoolVar(&f.precondition, "precondition", false, "warm a new store's simulated SSD up to the paper's Table 8 state, so GC runs from the start")
+	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users access the mount")
+	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
+	fl.IntVar(&f.cacheMiB, "cache-mib", 64, "memory for rebuilt chunks (MiB)")
+	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
+	f.policy.register(fl)
+	return cmd
+}
+
+// checkMountpoint returns the absolute mount point, refusing missing,
+// non-directory and busy ones; a dead ckptfs mount left by a killed daemon
+// is cleared.
+func checkMountpoint(arg string) (string, error) {
+	mp, err := filepath.Abs(arg)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(mp)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN):
+		logrus.Warnf("%s is a dead FUSE mount (its daemon died); unmounting it", mp)
+		if err := unmount(mp, true); err != nil {
+			return "", fmt.Errorf("clear dead mount %s: %w", mp, err)
+		}
+		fi, err = os.Stat(mp)
+	}
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("mount point %s does not exist: create it first", mp)
+	case err != nil:
+		return "", fmt.Errorf("mount point %s: %w", mp, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("mount point %s is not a directory", mp)
+	}
+	if mounted(mp) {
+		return "", fmt.Errorf("mount point %s is busy: something is already mounted there", mp)
+	}
+	return mp, nil
+}
+
+// mounted reports whether mp is a mount point, from /proc/self/mountinfo.
+func mounted(mp string) bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mp {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeMountinfo(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+// daemonize starts the daemon (this program in the foreground, in a session
+// of its own) and waits until it says the mount is ready or why it failed.
+func daemonize(out io.Writer, mp, store string) error {
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		return fmt.Errorf("store %s: %w", store, err)
+	}
+	logPath := filepath.Join(store, "ckptfs.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("daemon log: %w", err)
+	}
+	defer logFile.Close()
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := append([]string{}, os.Args[1:]...)
+	args = append(args, "--foreground", "--ready-fd=3", "--store="+store)
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{wr}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	wr.Close()
+	msg, _ := io.ReadAll(rd)
+	rd.Close()
+	text := strings.TrimSpace(string(msg))
+	if text == "ok" {
+		cmd.Process.Release()
+		fmt.Fprintf(out, "mounted %s (store %s, log %s)\n", mp, store, logPath)
+		return nil
+	}
+	cmd.Wait()
+	if text == "" {
+		text = "the daemon exited before mounting; see " + logPath
+	}
+	return errors.New(text)
+}
+
+// serve mounts and serves until unmounted or signalled.
+func serve(mp string, f mountFlags, pol chain.Policy, storedPolicy bool) error {
+	var ready *os.File
+	if f.readyFD > 0 {
+		ready = os.NewFile(uintptr(f.readyFD), "ready")
+	}
+	report := func(err error) error {
+		if ready != nil {
+			if err != nil {
+				fmt.Fprintln(ready, "ckptfs mount:", err)
+			} else {
+				fmt.Fprintln(ready, "ok")
+			}
+			ready.Close()
+			ready = nil
+		}
+		return err
+	}
+	ds, err := chain.OpenDir(f.store, chain.DirOptions{
+		Options:      chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20},
+		Precondition: f.precondition, StoredPolicy: storedPolicy})
+	if errors.Is(err, meta.ErrLocked) {
+		return report(fmt.Errorf("store %s is in use by another ckptfs daemon", f.store))
+	}
+	if err != nil {
+		return report(err)
+	}
+	fsys := fs.New(ds.Store)
+	fsys.Stats = func() ([]byte, error) {
+		rep, err := ds.Report(chain.ReportOptions{})
+		if err != nil {
+			return nil, err
+		}
+		rep.Store = f.store
+		return json.MarshalIndent(rep, "", "  ")
+	}
+	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug})
+	if err != nil {
+		ds.Close()
+		return report(err)
+	}
+	logrus.Infof("mounted %s (store %s)", mp, f.store)
+	report(nil)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var tick <-chan time.Time
+		if f.syncEvery > 0 {
+			t := time.NewTicker(f.syncEvery)
+			defer t.Stop()
+			tick = t.C
+		}
+		for {
+			select {
+			case s := <-sigs:
+				logrus.Infof("%v: unmounting %s", s, mp)
+				if err := server.Unmount(); err != nil {
+					logrus.WithError(err).Warn("unmount (files still open?); retrying lazily")
+					_ = unmount(mp, true)
+				}
+			case <-tick:
+				if err := ds.Sync(); err != nil {
+					logrus.WithError(err).Warn("periodic device state save")
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	server.Wait()
+	close(done)
+	if err := ds.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", f.store, err)
+	}
+	logrus.Infof("unmounted %s", mp)
+	return nil
+}
+
+func newUmountCommand() *cobra.Command {
+	var lazy bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "umount MOUNTPOINT",
+		Short: "Unmount a ckptfs mount and wait for its daemon to save the store",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			mp, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			store := storeOfMount(mp)
+			if err := unmount(mp, lazy); err != nil {
+				return err
+			}
+			if store != "" {
+				return waitUnlocked(filepath.Join(store, chain.MetaFile), wait)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&lazy, "lazy", false, "detach now even if files are open (the daemon finishes when they close)")
+	cmd.Flags().DurationVar(&wait, "wait", time.Minute, "how long to wait for the daemon to close the store")
+	return cmd
+}
+
+// storeOfMount asks a running daemon for its store directory.
+func storeOfMount(mp string) string {
+	b, err := os.ReadFile(filepath.Join(mp, ".ckptfs", "stats.json"))
+	if err != nil {
+		return ""
+	}
+	var r struct {
+		Store string `json:"store"`
+	}
+	_ = json.Unmarshal(b, &r)
+	return r.Store
+}
+
+// unmount detaches mp: umount2 as root, fusermount3 otherwise.
+func unmount(mp string, lazy bool) error {
+	if os.Geteuid() == 0 {
+		flags := 0
+		if lazy {
+			flags = syscall.MNT_DETACH
+		}
+		if err := syscall.Unmount(mp, flags); err != nil {
+			if errors.Is(err, syscall.EBUSY) {
+				return fmt.Errorf("unmount %s: files are still open (close them, or use --lazy): %w", mp, err)
+			}
+			return fmt.Errorf("unmount %s: %w", mp, err)
+		}
+		return nil
+	}
+	args := []string{"-u", mp}
+	if lazy {
+		args = []string{"-u", "-z", mp}
+	}
+	out, err := exec.Command("fusermount3", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("fusermount3 -u %s: %v: %s", mp, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// waitUnlocked waits until no process holds the store's lock, so the
+// caller can rely on the store being saved when umount returns.
+func waitUnlocked(path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f.Close()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the daemon still holds %s after %v", path, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

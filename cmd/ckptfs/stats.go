@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newStatsCommand) }
+
+func newStatsCommand() *cobra.Command {
+	var store string
+	var asJSON, files bool
+	cmd := &cobra.Command{
+		Use:   "stats [--json] MOUNTPOINT | --store DIR",
+		Short: "Show what a store saved: write volume and erases against a plain filesystem",
+		Long: `stats prints the store's report: host pages written, GC copies, erases and WAF of
+the simulated SSD beside the shadow device (what a plain filesystem would have
+written for the same operations), the written_volume_ratio and erase_ratio,
+lifetime projections, and rows per checkpoint family and per file.
+Give a mount point (it reads MOUNTPOINT/.ckptfs/stats.json from the running
+daemon) or --store for an unmounted store.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rep *chain.Report
+			switch {
+			case len(args) == 1 && store != "":
+				return errors.New("give a mount point or --store, not both")
+			case len(args) == 1:
+				b, err := os.ReadFile(filepath.Join(args[0], ".ckptfs", "stats.json"))
+				if err != nil {
+					return fmt.Errorf("%s is not a mounted ckptfs (%w)", args[0], err)
+				}
+				rep = new(chain.Report)
+				if err := json.Unmarshal(b, rep); err != nil {
+					return fmt.Errorf("stats.json: %w", err)
+				}
+			case store != "":
+				ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: chain.DefaultPolicy()}, StoredPolicy: true})
+				if errors.Is(err, meta.ErrLocked) {
+					return fmt.Errorf("%w: it is mounted; run ckptfs stats MOUNTPOINT", err)
+				}
+				if err != nil {
+					return err
+				}
+				defer ds.Close()
+				if rep, err = ds.Report(chain.ReportOptions{}); err != nil {
+					return err
+				}
+			default:
+				return errors.New("give a mount point or --store DIR")
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			printReport(cmd.OutOrStdout(), rep, files)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", "", "read an unmounted store directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON with the DESIGN.md metric names as keys")
+	cmd.Flags().BoolVar(&files, "files", false, "also list every file")
+	return cmd
+}

@@ -1,0 +1,292 @@
+// Package integration mounts the real ckptfs binary, as a user would, and
+// drives it with real programs and real failures.
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the ckptfs built once for the whole test run.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ckptfs-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binary = filepath.Join(dir, "ckptfs")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/ckptfs")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build ckptfs:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// full reports whether the long variant of the suite was asked for.
+func full() bool { return os.Getenv("CKPTFS_FULL") != "" }
+
+// requireDeps fails the test if CKPTFS_REQUIRE_DEPS is set (make test sets
+// it), and otherwise skips it, loudly, saying what is missing.
+func requireDeps(t testing.TB, what string, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("!! SKIPPED: %s is unavailable (%v)", what, err)
+	if os.Getenv("CKPTFS_REQUIRE_DEPS") != "" {
+		t.Fatal(msg)
+	}
+	fmt.Fprintln(os.Stderr, msg)
+	t.Skip(msg)
+}
+
+func needFuse(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		requireDeps(t, "/dev/fuse", err)
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			requireDeps(t, "fusermount3 (non-root mounts)", err)
+		}
+	}
+}
+
+// python returns Debian's python3 with torch, or skips.
+func python(t testing.TB, modules ...string) string {
+	t.Helper()
+	py := "/usr/bin/python3"
+	for _, m := range modules {
+		if out, err := exec.Command(py, "-c", "import "+m).CombinedOutput(); err != nil {
+			requireDeps(t, "python3 module "+m, fmt.Errorf("%v: %s", err, bytes.TrimSpace(out)))
+		}
+	}
+	return py
+}
+
+// mount is one running ckptfs daemon.
+type mount struct {
+	t     testing.TB
+	dir   string // mount point
+	store string
+	args  []string
+}
+
+// newMount mounts a fresh store in a temp dir; extra flags go to mount.
+func newMount(t testing.TB, flags ...string) *mount {
+	t.Helper()
+	needFuse(t)
+	base := t.TempDir()
+	m := &mount{t: t, dir: filepath.Join(base, "mnt"), store: filepath.Join(base, "store"), args: flags}
+	if err := os.Mkdir(m.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.start()
+	t.Cleanup(func() { m.stop() })
+	return m
+}
+
+func (m *mount) start() {
+	m.t.Helper()
+	args := append([]string{"mount", "--store", m.store}, m.args...)
+	args = append(args, m.dir)
+	out, err := exec.Command(binary, args...).CombinedOutput()
+	if err != nil {
+		m.t.Fatalf("ckptfs %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// stop unmounts (if mounted) and waits for the daemon to release the store.
+func (m *mount) stop() {
+	m.t.Helper()
+	if !isMounted(m.dir) {
+		return
+	}
+	out, err := exec.Command(binary, "umount", m.dir).CombinedOutput()
+	if err != nil {
+		m.t.Errorf("ckptfs umount: %v\n%s", err, out)
+		exec.Command(binary, "umount", "--lazy", m.dir).Run()
+	}
+}
+
+// restart unmounts and mounts the same store again.
+func (m *mount) restart() {
+	m.t.Helper()
+	m.stop()
+	m.start()
+}
+
+func (m *mount) path(p string) string { return filepath.Join(m.dir, p) }
+
+// run runs a ckptfs subcommand and returns its stdout.
+func run(t testing.TB, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ckptfs %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// report is the subset of the stats JSON the tests read.
+type report struct {
+	LogicalBytes       int64    `json:"logical_bytes"`
+	StoredBytes        int64    `json:"stored_bytes"`
+	WrittenVolumeRatio float64  `json:"written_volume_ratio"`
+	EraseRatio         *float64 `json:"erase_ratio"`
+	Device             struct {
+		HostPagesWritten int64 `json:"host_pages_written"`
+		Erases           int64 `json:"erases"`
+	} `json:"device"`
+	Shadow struct {
+		HostPagesWritten int64 `json:"host_pages_written"`
+		Erases           int64 `json:"erases"`
+	} `json:"shadow"`
+	Files []struct {
+		Path  string `json:"path"`
+		Depth uint32 `json:"chain_depth"`
+	} `json:"files"`
+}
+
+func (m *mount) stats() report {
+	m.t.Helper()
+	var r report
+	if err := json.Unmarshal([]byte(run(m.t, "stats", "--json", m.dir)), &r); err != nil {
+		m.t.Fatal(err)
+	}
+	return r
+}
+
+// fsck runs ckptfs fsck --deep on the (unmounted) store and fails on problems.
+func fsck(t testing.TB, store string) {
+	t.Helper()
+	run(t, "fsck", "--deep", "--store", store)
+}
+
+func isMounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// sameFiles compares every regular file below a with the one at the same
+// path below b, and the two trees' file lists.
+func sameFiles(t testing.TB, a, b string) {
+	t.Helper()
+	list := func(root string) map[string]bool {
+		out := map[string]bool{}
+		filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				rel, _ := filepath.Rel(root, p)
+				out[rel] = true
+			}
+			return nil
+		})
+		return out
+	}
+	la, lb := list(a), list(b)
+	for p := range la {
+		if !lb[p] {
+			t.Errorf("%s only in %s", p, a)
+			continue
+		}
+		if !sameContent(t, filepath.Join(a, p), filepath.Join(b, p)) {
+			t.Errorf("%s differs", p)
+		}
+	}
+	for p := range lb {
+		if !la[p] {
+			t.Errorf("%s only in %s", p, b)
+		}
+	}
+}
+
+func sameContent(t testing.TB, a, b string) bool {
+	fa, err := os.Open(a)
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 1<<20), make([]byte, 1<<20)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false
+		}
+		if ea != nil || eb != nil {
+			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// pidOfMount finds the daemon serving dir, from its command line.
+func pidOfMount(t testing.TB, dir string) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(args) < 2 || args[0] != binary || args[1] != "mount" {
+			continue
+		}
+		for _, a := range args {
+			if a == dir {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no daemon found for %s", dir)
+	return 0
+}
+
+// kill9 kills the daemon of m with SIGKILL and clears the dead mount.
+func (m *mount) kill9() {
+	m.t.Helper()
+	pid := pidOfMount(m.t, m.dir)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 200; i++ {
+		if err := syscall.Kill(pid, 0); err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	exec.Command("umount", "-l", m.dir).Run()
+	exec.Command("fusermount3", "-u", "-z", m.dir).Run()
+}
