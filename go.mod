@@ -3,6 +3,7 @@ module github.com/ckptfs/ckptfs
 go 1.26
 
 require (
+	github.com/klauspost/compress v1.20.3
 	github.com/sirupsen/logrus v1.10.2
 	github.com/spf13/cobra v1.10.2
 )

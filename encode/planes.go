@@ -1,0 +1,183 @@
+package encode
+
+import (
+	"bytes"
+	"fmt"
+	"math/bits"
+
+	"github.com/klauspost/compress/fse"
+	"github.com/klauspost/compress/huff0"
+)
+
+// The planes codec. Payload:
+//
+//	mode   1 byte: modeBase, modeXOR, modeSUB, or modeSame
+//	shift  1 byte: t, the trailing zero bits dropped (not for modeSame)
+//	planes w planes of n = len/w bytes, low byte first, each a sequence of
+//	       block records (planeblock.go)
+//	tail   the len%w plain bytes after the last element (not for modeSame)
+//
+// modeSame (the chunk equals its reference) has no other bytes.
+type planeMode uint8
+
+const (
+	modeBase planeMode = iota
+	modeXOR
+	modeSUB
+	modeSame
+)
+
+type planeScratch struct {
+	buf     []byte
+	sample  []byte
+	huffEnc huff0.Scratch
+	huffDec huff0.Scratch
+	fse     fse.Scratch
+	huffOut []byte
+	fseOut  []byte
+	stats   blockStats
+	// tryZstd, when set, is offered every block (measurement only).
+	tryZstd func(blk []byte) ([]byte, error)
+	// force, when not nil, overrides the delta mode choice (measurement only).
+	force *planeMode
+}
+
+func (cd *Coder) encodePlanes(dst []byte, dt DType, plain, ref []byte) ([]byte, bool, error) {
+	ps := &cd.pl
+	w := dt.Width()
+	n := len(plain) / w
+	if ref != nil && bytes.Equal(plain, ref) {
+		return append(dst, byte(modeSame)), true, nil
+	}
+	mode, t := modeBase, uint(0)
+	if n > 0 {
+		mode, t = ps.chooseMode(dt, plain, ref, n)
+	}
+	if ps.force != nil && ref != nil {
+		mode = *ps.force
+	}
+	dst = append(dst, byte(mode), byte(t))
+	ps.buf = grow(ps.buf, n*w)
+	splitAny(ps.buf, plain, ref, n, w, mode, t)
+	for j := 0; j < w; j++ {
+		plane := ps.buf[j*n : (j+1)*n]
+		for off := 0; off < n; off += planeBlock {
+			dst = ps.appendBlock(dst, plane[off:min(off+planeBlock, n)])
+		}
+	}
+	dst = append(dst, plain[n*w:]...)
+	return dst, mode != modeBase, nil
+}
+
+func (cd *Coder) decodePlanes(out []byte, dt DType, payload, ref []byte) error {
+	ps := &cd.pl
+	w := dt.Width()
+	n := len(out) / w
+	if len(payload) < 1 {
+		return fmt.Errorf("%w: planes payload empty", ErrCorrupt)
+	}
+	mode := planeMode(payload[0])
+	if mode == modeSame {
+		if ref == nil || len(payload) != 1 {
+			return fmt.Errorf("%w: bad unchanged-chunk record", ErrCorrupt)
+		}
+		copy(out, ref)
+		return nil
+	}
+	if mode > modeSame || (mode == modeBase) != (ref == nil) || len(payload) < 2 {
+		return fmt.Errorf("%w: planes mode %d (delta chunk: %t)", ErrCorrupt, mode, ref != nil)
+	}
+	t := uint(payload[1])
+	if t >= uint(8*w) || (w == 1 && t != 0) {
+		return fmt.Errorf("%w: planes shift %d", ErrCorrupt, t)
+	}
+	src := payload[2:]
+	ps.buf = grow(ps.buf, n*w)
+	var err error
+	for j := 0; j < w; j++ {
+		plane := ps.buf[j*n : (j+1)*n]
+		for off := 0; off < n; off += planeBlock {
+			src, err = ps.decodeBlock(plane[off:min(off+planeBlock, n)], src, cd.zstdInto)
+			if err != nil {
+				return fmt.Errorf("plane %d block %d: %w", j, off/planeBlock, err)
+			}
+		}
+	}
+	if len(src) != len(out)-n*w {
+		return fmt.Errorf("%w: %d bytes after the planes, want %d", ErrCorrupt, len(src), len(out)-n*w)
+	}
+	joinAny(out, ps.buf, ref, n, w, mode, t)
+	copy(out[n*w:], src)
+	return nil
+}
+
+func splitAny(pl, plain, ref []byte, n, w int, mode planeMode, t uint) {
+	switch w {
+	case 1:
+		switch mode {
+		case modeBase:
+			copy(pl, plain[:n])
+		case modeXOR:
+			xorInto(pl, plain[:n], ref)
+		case modeSUB:
+			for i := 0; i < n; i++ {
+				pl[i] = plain[i] - ref[i]
+			}
+		}
+	case 2:
+		splitPlanes[uint16](pl, plain, ref, n, mode, t)
+	case 4:
+		splitPlanes[uint32](pl, plain, ref, n, mode, t)
+	default:
+		splitPlanes[uint64](pl, plain, ref, n, mode, t)
+	}
+}
+
+func joinAny(out, pl, ref []byte, n, w int, mode planeMode, t uint) {
+	switch w {
+	case 1:
+		switch mode {
+		case modeBase:
+			copy(out, pl[:n])
+		case modeXOR:
+			xorInto(out, pl[:n], ref)
+		case modeSUB:
+			for i := 0; i < n; i++ {
+				out[i] = pl[i] + ref[i]
+			}
+		}
+	case 2:
+		joinPlanes[uint16](out, pl, ref, n, mode, t)
+	case 4:
+		joinPlanes[uint32](out, pl, ref, n, mode, t)
+	default:
+		joinPlanes[uint64](out, pl, ref, n, mode, t)
+	}
+}
+
+// shiftOf is the number of trailing bits zero in every element of plain
+// (and ref): they are dropped before the transform.
+func shiftOf(dt DType, plain, ref []byte, n int) uint {
+	var or uint64
+	switch dt.Width() {
+	case 2:
+		or = uint64(orWords[uint16](plain, n))
+		if ref != nil {
+			or |= uint64(orWords[uint16](ref, n))
+		}
+	case 4:
+		or = uint64(orWords[uint32](plain, n))
+		if ref != nil {
+			or |= uint64(orWords[uint32](ref, n))
+		}
+	case 8:
+		or = orWords[uint64](plain, n)
+		if ref != nil {
+			or |= orWords[uint64](ref, n)
+		}
+	}
+	if or == 0 {
+		return 0
+	}
+	return uint(bits.TrailingZeros64(or))
+}

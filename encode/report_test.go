@@ -1,0 +1,104 @@
+package encode
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReportRatios prints the acceptance table: codec x data set, coded size
+// over plain size, encode and decode MB/s on one core. Gated by
+// CKPTFS_REPORT=1 because it takes a while:
+//
+//	CKPTFS_REPORT=1 go test -run TestReportRatios -v ./encode/
+func TestReportRatios(t *testing.T) {
+	if os.Getenv("CKPTFS_REPORT") != "1" {
+		t.Skip("set CKPTFS_REPORT=1 to print the ratio/throughput table")
+	}
+	sets := benchSets(t)
+	codecs := Codecs()
+	if s := os.Getenv("CKPTFS_REPORT_CODECS"); s != "" {
+		codecs = nil
+		for _, name := range strings.Split(s, ",") {
+			c, err := ParseCodec(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codecs = append(codecs, c)
+		}
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n%-10s %-10s %-5s %8s %10s %10s %12s\n", "codec", "data", "kind", "ratio", "enc MB/s", "dec MB/s", "vs dynrle")
+	for _, s := range sets {
+		for _, kind := range []string{"delta", "base"} {
+			pairs := s.deltaPairs()
+			if kind == "base" {
+				pairs = s.basePairs()
+			}
+			dyn := 0.0
+			for _, c := range codecs {
+				r := measure(t, c, s.DType, pairs)
+				if c == DynRLE {
+					dyn = r.ratio
+				}
+				vs := ""
+				if dyn > 0 && c != DynRLE {
+					vs = fmt.Sprintf("%+.1f%%", 100*(r.ratio/dyn-1))
+				}
+				fmt.Fprintf(&sb, "%-10s %-10s %-5s %8.4f %10.0f %10.0f %12s\n", c, s.Name, kind, r.ratio, r.encMBs, r.decMBs, vs)
+			}
+		}
+	}
+	t.Log(sb.String())
+}
+
+type measurement struct {
+	ratio, encMBs, decMBs float64
+	plain, coded         int
+}
+
+// measure codes every pair (checking the round trip), timing encode and
+// decode separately, repeated until each side has run for at least 0.3 s.
+func measure(t testing.TB, c Codec, dt DType, pairs []chunkPair) measurement {
+	cd := NewCoder()
+	encs := make([][]byte, len(pairs))
+	var m measurement
+	for i, p := range pairs {
+		enc, err := cd.Encode(nil, c, dt, p.plain, p.ref)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		encs[i] = enc
+		m.plain += len(p.plain)
+		m.coded += len(enc)
+		got, err := cd.Decode(nil, enc, p.ref)
+		if err != nil || !bytes.Equal(got, p.plain) {
+			t.Fatalf("%s: chunk %d does not round-trip: %v", c, i, err)
+		}
+	}
+	m.ratio = float64(m.coded) / float64(m.plain)
+	var buf []byte
+	rate := func(f func()) float64 {
+		start := time.Now()
+		rounds := 0
+		for time.Since(start) < 300*time.Millisecond || rounds < 1 {
+			f()
+			rounds++
+		}
+		return float64(m.plain) * float64(rounds) / time.Since(start).Seconds() / 1e6
+	}
+	m.encMBs = rate(func() {
+		for _, p := range pairs {
+			buf, _ = cd.Encode(buf[:0], c, dt, p.plain, p.ref)
+		}
+	})
+	m.decMBs = rate(func() {
+		for i, p := range pairs {
+			buf, _ = cd.Decode(buf[:0], encs[i], p.ref)
+		}
+	})
+	return m
+}
