@@ -17,7 +17,7 @@ func (ps *planeScratch) chooseMode(dt DType, plain, ref []byte, n int) (planeMod
 	w := dt.Width()
 	var t uint
 	if w > 1 {
-		t = shiftOf(dt, plain, ref, n)
+		t = shiftOf(w, plain, ref, n)
 	}
 	if ref == nil {
 		return modeBase, t

@@ -2,6 +2,7 @@ package encode
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -13,13 +14,12 @@ import (
 // safe for concurrent use; use one per goroutine (Pipeline does), or the
 // package-level Encode/Decode, which draw Coders from a pool.
 type Coder struct {
-	zenc    *zstd.Encoder
-	zdec    *zstd.Decoder
-	gzw     *gzip.Writer
-	gzr     *gzip.Reader
-	tmp     []byte // gzip inner streams, XOR deltas
-	payload []byte // the payload being built, before its header
-	pl      planeScratch
+	zenc *zstd.Encoder
+	zdec *zstd.Decoder
+	gzw  *gzip.Writer
+	gzr  *gzip.Reader
+	tmp  []byte // gzip inner streams, XOR deltas
+	pl   planeScratch
 }
 
 // NewCoder returns a Coder with no scratch allocated yet.
@@ -60,17 +60,21 @@ func (cd *Coder) Encode(dst []byte, c Codec, dt DType, plain, ref []byte) ([]byt
 		return dst, fmt.Errorf("encode: %w: reference has %d bytes, chunk %d", ErrRefMismatch, len(ref), len(plain))
 	}
 	h := Header{Codec: c, DType: dt, PlainLen: len(plain), CRC: checksum(plain)}
-	payload := cd.payload[:0]
+	start := len(dst)
+	out := append(dst, make([]byte, headerLen)...)
 	var err error
 	if len(plain) > 0 {
-		payload, h.Delta, err = cd.encodePayload(payload, c, dt, plain, ref)
+		out, h.Delta, err = cd.encodePayload(out, c, dt, plain, ref)
 		if err != nil {
 			return dst, fmt.Errorf("encode %s %s: %w", c, dt, err)
 		}
 	}
-	cd.payload = payload
-	dst = appendHeader(dst, h, len(payload))
-	return append(dst, payload...), nil
+	payloadLen := len(out) - start - headerLen
+	if payloadLen > math.MaxUint32 {
+		return dst, fmt.Errorf("encode %s %s: %w: payload of %d bytes", c, dt, ErrTooLarge, payloadLen)
+	}
+	putHeader(out[start:], h, payloadLen)
+	return out, nil
 }
 
 func (cd *Coder) encodePayload(dst []byte, c Codec, dt DType, plain, ref []byte) ([]byte, bool, error) {

@@ -6,27 +6,28 @@ import (
 	"hash/crc32"
 )
 
-// The chunk header (docs/CODECS.md is the authoritative description):
+// The chunk header, 16 bytes (docs/CODECS.md is the authoritative
+// description):
 //
 //	0     magic        0xC7
 //	1     version      1
 //	2     codec        Codec id
 //	3     flags        bits 0-3 dtype, bit 4 delta, bits 5-7 zero
-//	4..   plain length uvarint, <= MaxPlain
-//	..    payload len  uvarint
-//	..    crc          CRC-32C (Castagnoli) of the plain bytes, little-endian
-//	..    payload      codec specific, exactly "payload len" bytes
+//	4:8   plain length uint32 LE, <= MaxPlain
+//	8:12  payload len  uint32 LE
+//	12:16 crc          CRC-32C (Castagnoli) of the plain bytes, LE
+//	16:   payload      codec specific, exactly "payload len" bytes
+//
+// Fixed-size fields let Encode reserve the header, append the payload
+// straight after it and fill the lengths in, without moving the payload.
 const (
 	chunkMagic    = 0xC7
 	formatVersion = 1
+	headerLen     = 16
 
 	flagDTypeMask = 0x0F
 	flagDelta     = 0x10
 	flagReserved  = 0xE0
-
-	// maxHeaderLen bounds the header: 4 fixed bytes, two uvarints of at most
-	// 5 bytes each, 4 bytes of CRC.
-	maxHeaderLen = 4 + 5 + 5 + 4
 )
 
 // MaxPlain is the longest plain chunk a chunk header may describe. It caps
@@ -58,19 +59,16 @@ type Header struct {
 	CRC        uint32
 }
 
-// appendHeader writes the header of a chunk whose payload will follow.
-// The payload length is not known yet, so the caller reserves it with
-// reserveHeader and patches it with finishHeader instead; appendHeader is
-// used when the payload length is known up front.
-func appendHeader(dst []byte, h Header, payloadLen int) []byte {
+// putHeader fills the headerLen bytes of b.
+func putHeader(b []byte, h Header, payloadLen int) {
 	flags := byte(h.DType) & flagDTypeMask
 	if h.Delta {
 		flags |= flagDelta
 	}
-	dst = append(dst, chunkMagic, formatVersion, byte(h.Codec), flags)
-	dst = binary.AppendUvarint(dst, uint64(h.PlainLen))
-	dst = binary.AppendUvarint(dst, uint64(payloadLen))
-	return binary.LittleEndian.AppendUint32(dst, h.CRC)
+	b[0], b[1], b[2], b[3] = chunkMagic, formatVersion, byte(h.Codec), flags
+	binary.LittleEndian.PutUint32(b[4:], uint32(h.PlainLen))
+	binary.LittleEndian.PutUint32(b[8:], uint32(payloadLen))
+	binary.LittleEndian.PutUint32(b[12:], h.CRC)
 }
 
 // Inspect parses the header of an encoded chunk. It checks everything the
@@ -86,7 +84,7 @@ func Inspect(enc []byte) (Header, error) {
 
 func parseHeader(enc []byte) (Header, error) {
 	var h Header
-	if len(enc) < 4 {
+	if len(enc) < headerLen {
 		return h, fmt.Errorf("%w: %d bytes, shorter than a header", ErrCorrupt, len(enc))
 	}
 	if enc[0] != chunkMagic {
@@ -108,29 +106,19 @@ func parseHeader(enc []byte) (Header, error) {
 		return h, fmt.Errorf("%w: dtype id %d", ErrUnsupported, h.DType)
 	}
 	h.Delta = flags&flagDelta != 0
-	off := 4
-	plain, n := binary.Uvarint(enc[off:])
-	if n <= 0 || plain > MaxPlain {
-		return h, fmt.Errorf("%w: plain length field", ErrCorrupt)
+	plain := binary.LittleEndian.Uint32(enc[4:])
+	payload := binary.LittleEndian.Uint32(enc[8:])
+	h.CRC = binary.LittleEndian.Uint32(enc[12:])
+	if plain > MaxPlain {
+		return h, fmt.Errorf("%w: plain length %d over %d", ErrCorrupt, plain, MaxPlain)
 	}
-	off += n
-	payload, n := binary.Uvarint(enc[off:])
-	if n <= 0 || payload > 2*MaxPlain {
-		return h, fmt.Errorf("%w: payload length field", ErrCorrupt)
-	}
-	off += n
-	if len(enc) < off+4 {
-		return h, fmt.Errorf("%w: truncated header", ErrCorrupt)
-	}
-	h.CRC = binary.LittleEndian.Uint32(enc[off:])
-	off += 4
 	h.PlainLen = int(plain)
-	h.HeaderLen = off
-	h.EncodedLen = off + int(payload)
+	h.HeaderLen = headerLen
+	h.EncodedLen = headerLen + int(payload)
 	if len(enc) < h.EncodedLen {
-		return h, fmt.Errorf("%w: payload truncated (%d of %d bytes)", ErrCorrupt, len(enc)-off, payload)
+		return h, fmt.Errorf("%w: payload truncated (%d of %d bytes)", ErrCorrupt, len(enc)-headerLen, payload)
 	}
-	if !h.Delta && uint64(h.PlainLen) > (payload+1)*maxBaselineRatio {
+	if !h.Delta && uint64(plain) > (uint64(payload)+1)*maxBaselineRatio {
 		return h, fmt.Errorf("%w: %d plain bytes cannot come from a %d-byte payload", ErrCorrupt, plain, payload)
 	}
 	return h, nil

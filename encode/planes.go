@@ -3,7 +3,6 @@ package encode
 import (
 	"bytes"
 	"fmt"
-	"math/bits"
 
 	"github.com/klauspost/compress/fse"
 	"github.com/klauspost/compress/huff0"
@@ -18,15 +17,6 @@ import (
 //	tail   the len%w plain bytes after the last element (not for modeSame)
 //
 // modeSame (the chunk equals its reference) has no other bytes.
-type planeMode uint8
-
-const (
-	modeBase planeMode = iota
-	modeXOR
-	modeSUB
-	modeSame
-)
-
 type planeScratch struct {
 	buf     []byte
 	sample  []byte
@@ -36,8 +26,11 @@ type planeScratch struct {
 	huffOut []byte
 	fseOut  []byte
 	stats   blockStats
-	// tryZstd, when set, is offered every block (measurement only).
-	tryZstd func(blk []byte) ([]byte, error)
+	bm      blockModel
+	sparse  [2]struct{ bitmap, vals []byte }
+	// onBlock, when set, sees every plane block before it is coded
+	// (measurement only).
+	onBlock func(plane int, blk []byte)
 	// force, when not nil, overrides the delta mode choice (measurement only).
 	force *planeMode
 }
@@ -62,7 +55,10 @@ func (cd *Coder) encodePlanes(dst []byte, dt DType, plain, ref []byte) ([]byte, 
 	for j := 0; j < w; j++ {
 		plane := ps.buf[j*n : (j+1)*n]
 		for off := 0; off < n; off += planeBlock {
-			dst = ps.appendBlock(dst, plane[off:min(off+planeBlock, n)])
+			if ps.onBlock != nil {
+				ps.onBlock(j, plane[off:min(off+planeBlock, n)])
+			}
+			dst = ps.appendBlock(dst, plane[off:min(off+planeBlock, n)], 0)
 		}
 	}
 	dst = append(dst, plain[n*w:]...)
@@ -97,7 +93,7 @@ func (cd *Coder) decodePlanes(out []byte, dt DType, payload, ref []byte) error {
 	for j := 0; j < w; j++ {
 		plane := ps.buf[j*n : (j+1)*n]
 		for off := 0; off < n; off += planeBlock {
-			src, err = ps.decodeBlock(plane[off:min(off+planeBlock, n)], src, cd.zstdInto)
+			src, err = ps.decodeBlock(plane[off:min(off+planeBlock, n)], src, 0, cd.zstdInto)
 			if err != nil {
 				return fmt.Errorf("plane %d block %d: %w", j, off/planeBlock, err)
 			}
@@ -109,75 +105,4 @@ func (cd *Coder) decodePlanes(out []byte, dt DType, payload, ref []byte) error {
 	joinAny(out, ps.buf, ref, n, w, mode, t)
 	copy(out[n*w:], src)
 	return nil
-}
-
-func splitAny(pl, plain, ref []byte, n, w int, mode planeMode, t uint) {
-	switch w {
-	case 1:
-		switch mode {
-		case modeBase:
-			copy(pl, plain[:n])
-		case modeXOR:
-			xorInto(pl, plain[:n], ref)
-		case modeSUB:
-			for i := 0; i < n; i++ {
-				pl[i] = plain[i] - ref[i]
-			}
-		}
-	case 2:
-		splitPlanes[uint16](pl, plain, ref, n, mode, t)
-	case 4:
-		splitPlanes[uint32](pl, plain, ref, n, mode, t)
-	default:
-		splitPlanes[uint64](pl, plain, ref, n, mode, t)
-	}
-}
-
-func joinAny(out, pl, ref []byte, n, w int, mode planeMode, t uint) {
-	switch w {
-	case 1:
-		switch mode {
-		case modeBase:
-			copy(out, pl[:n])
-		case modeXOR:
-			xorInto(out, pl[:n], ref)
-		case modeSUB:
-			for i := 0; i < n; i++ {
-				out[i] = pl[i] + ref[i]
-			}
-		}
-	case 2:
-		joinPlanes[uint16](out, pl, ref, n, mode, t)
-	case 4:
-		joinPlanes[uint32](out, pl, ref, n, mode, t)
-	default:
-		joinPlanes[uint64](out, pl, ref, n, mode, t)
-	}
-}
-
-// shiftOf is the number of trailing bits zero in every element of plain
-// (and ref): they are dropped before the transform.
-func shiftOf(dt DType, plain, ref []byte, n int) uint {
-	var or uint64
-	switch dt.Width() {
-	case 2:
-		or = uint64(orWords[uint16](plain, n))
-		if ref != nil {
-			or |= uint64(orWords[uint16](ref, n))
-		}
-	case 4:
-		or = uint64(orWords[uint32](plain, n))
-		if ref != nil {
-			or |= uint64(orWords[uint32](ref, n))
-		}
-	case 8:
-		or = orWords[uint64](plain, n)
-		if ref != nil {
-			or |= orWords[uint64](ref, n)
-		}
-	}
-	if or == 0 {
-		return 0
-	}
-	return uint(bits.TrailingZeros64(or))
 }

@@ -3,152 +3,168 @@ package encode
 import (
 	"encoding/binary"
 	"math/bits"
-	"unsafe"
 )
 
-// Element transforms of the planes codec, specialised per element width by
-// generics (one instantiation per width, so loads and shifts are constants).
-//
-// A chunk of n elements becomes w byte planes of n bytes (plane 0 holds the
-// least significant byte of each transformed element). The transforms:
+// Element transforms of the planes codec. A chunk of n elements becomes w
+// byte planes of n bytes (plane j holds byte j, least significant first, of
+// each transformed element):
 //
 //	baseline: v = u >> t
 //	xor:      v = (p ^ r) >> t
-//	sub:      v = zigzag(mono(p >> t) - mono(r >> t))
+//	sub:      v = zigzag((mono(p) - mono(r)) >> t)   (arithmetic shift)
 //
-// t is a count of trailing bits that are zero in every element of the chunk
-// (and of its reference): bf16 or fp16 values widened to fp32 have 16 or 13,
-// and dropping them turns the low planes into constants. mono maps the
-// sign-magnitude float bits of a (8w - t)-bit value to an unsigned integer of
-// the same order, so the SUB delta of two nearby floats is a small integer,
-// zigzag folds its sign into bit 0.
-type word interface {
-	~uint16 | ~uint32 | ~uint64
+// t counts trailing bits zero in every element of the chunk and of its
+// reference: bf16 or fp16 values widened to fp32 have 16 or 13, and dropping
+// them turns the low planes into constants. With hi = ^(2^t-1),
+// mono(u) = u ^ (hi if u is negative else the sign bit) orders all floats as
+// unsigned integers and keeps the low t bits zero, so nearby floats give a
+// small SUB delta; zigzag folds its sign into bit 0.
+//
+// transform16.go and transform32.go hold the fast 16/32-bit versions; this
+// file has the 64-bit one and the per-width dispatch.
+type planeMode uint8
+
+const (
+	modeBase planeMode = iota
+	modeXOR
+	modeSUB
+	modeSame // the chunk equals its reference: no planes at all
+)
+
+func sub64(p, r uint64, t uint, hi uint64) uint64 {
+	p ^= uint64(int64(p)>>63)&hi | 1<<63
+	r ^= uint64(int64(r)>>63)&hi | 1<<63
+	d := int64(p-r) >> (t & 63)
+	return uint64(d<<1 ^ d>>63)
 }
 
-func wordSize[T word]() int {
-	var z T
-	return int(unsafe.Sizeof(z))
+func unsub64(z, r uint64, t uint, hi uint64) uint64 {
+	r ^= uint64(int64(r)>>63)&hi | 1<<63
+	d := int64(z>>1) ^ -int64(z&1)
+	m := r + uint64(d)<<(t&63)
+	return m ^ (^uint64(int64(m)>>63)&hi | 1<<63)
 }
 
-func load[T word](b []byte) T {
-	switch wordSize[T]() {
-	case 2:
-		return T(binary.LittleEndian.Uint16(b))
-	case 4:
-		return T(binary.LittleEndian.Uint32(b))
-	default:
-		return T(binary.LittleEndian.Uint64(b))
-	}
-}
-
-func store[T word](b []byte, v T) {
-	switch wordSize[T]() {
-	case 2:
-		binary.LittleEndian.PutUint16(b, uint16(v))
-	case 4:
-		binary.LittleEndian.PutUint32(b, uint32(v))
-	default:
-		binary.LittleEndian.PutUint64(b, uint64(v))
-	}
-}
-
-// monoParams: for k-bit values (k = 8w - t), sign is the top bit, mask all k.
-func monoParams[T word](t uint) (sign, mask T) {
-	k := uint(8*wordSize[T]()) - t
-	return T(1) << (k - 1), T(1)<<(k-1) | (T(1)<<(k-1) - 1)
-}
-
-// mono: positive values get their sign bit set, negative ones are inverted,
-// so the integer order is the float order (-0 sits just below +0).
-func mono[T word](x, sign, mask T) T {
-	neg := -(x & sign >> (bits.Len64(uint64(sign)) - 1)) // all ones if negative
-	return x ^ (neg&mask | sign)
-}
-
-func unmono[T word](m, sign, mask T) T {
-	pos := -(m & sign >> (bits.Len64(uint64(sign)) - 1)) // all ones if positive
-	return m ^ (^pos&mask | sign)
-}
-
-func zigzag[T word](d T) T {
-	top := uint(8*wordSize[T]()) - 1
-	return d<<1 ^ -(d >> top)
-}
-
-func unzigzag[T word](z T) T { return z>>1 ^ -(z & 1) }
-
-// orWords returns the OR of all elements of b (n whole elements).
-func orWords[T word](b []byte, n int) T {
-	sz := wordSize[T]()
-	var acc T
+func split64(pl, plain, ref []byte, n int, mode planeMode, t uint) {
+	pl, plain = pl[:8*n], plain[:8*n]
+	hi := ^(uint64(1)<<t - 1)
 	for i := 0; i < n; i++ {
-		acc |= load[T](b[i*sz:])
-	}
-	return acc
-}
-
-// splitPlanes writes the transform of n elements into w planes of pl, which
-// holds w*n bytes: plane j is pl[j*n:(j+1)*n].
-func splitPlanes[T word](pl, plain, ref []byte, n int, mode planeMode, t uint) {
-	sz := wordSize[T]()
-	plain = plain[:n*sz]
-	pl = pl[:n*sz]
-	put := func(i int, v T) {
-		for j := 0; j < sz; j++ {
+		v := binary.LittleEndian.Uint64(plain[8*i:])
+		switch mode {
+		case modeBase:
+			v >>= t & 63
+		case modeXOR:
+			v = (v ^ binary.LittleEndian.Uint64(ref[8*i:])) >> (t & 63)
+		case modeSUB:
+			v = sub64(v, binary.LittleEndian.Uint64(ref[8*i:]), t, hi)
+		}
+		for j := 0; j < 8; j++ {
 			pl[j*n+i] = byte(v >> (8 * j))
 		}
 	}
+}
+
+func join64(out, pl, ref []byte, n int, mode planeMode, t uint) {
+	pl, out = pl[:8*n], out[:8*n]
+	hi := ^(uint64(1)<<t - 1)
+	for i := 0; i < n; i++ {
+		var v uint64
+		for j := 0; j < 8; j++ {
+			v |= uint64(pl[j*n+i]) << (8 * j)
+		}
+		switch mode {
+		case modeBase:
+			v <<= t & 63
+		case modeXOR:
+			v = binary.LittleEndian.Uint64(ref[8*i:]) ^ v<<(t&63)
+		case modeSUB:
+			v = unsub64(v, binary.LittleEndian.Uint64(ref[8*i:]), t, hi)
+		}
+		binary.LittleEndian.PutUint64(out[8*i:], v)
+	}
+}
+
+// split8 and join8 handle the Bytes dtype: one plane, no float ordering;
+// SUB is plain byte subtraction.
+func split8(pl, plain, ref []byte, n int, mode planeMode) {
 	switch mode {
 	case modeBase:
-		for i := 0; i < n; i++ {
-			put(i, load[T](plain[i*sz:])>>t)
-		}
+		copy(pl, plain[:n])
 	case modeXOR:
-		ref = ref[:n*sz]
-		for i := 0; i < n; i++ {
-			put(i, (load[T](plain[i*sz:])^load[T](ref[i*sz:]))>>t)
-		}
+		xorInto(pl, plain[:n], ref)
 	case modeSUB:
-		ref = ref[:n*sz]
-		sign, mask := monoParams[T](t)
-		for i := 0; i < n; i++ {
-			p := mono(load[T](plain[i*sz:])>>t, sign, mask)
-			r := mono(load[T](ref[i*sz:])>>t, sign, mask)
-			put(i, zigzag(p-r))
+		pl, ref = pl[:n], ref[:n]
+		for i, p := range plain[:n] {
+			pl[i] = p - ref[i]
 		}
 	}
 }
 
-// joinPlanes inverts splitPlanes into out (n whole elements).
-func joinPlanes[T word](out, pl, ref []byte, n int, mode planeMode, t uint) {
-	sz := wordSize[T]()
-	out = out[:n*sz]
-	pl = pl[:n*sz]
-	get := func(i int) T {
-		var v T
-		for j := 0; j < sz; j++ {
-			v |= T(pl[j*n+i]) << (8 * j)
-		}
-		return v
-	}
+func join8(out, pl, ref []byte, n int, mode planeMode) {
 	switch mode {
 	case modeBase:
-		for i := 0; i < n; i++ {
-			store(out[i*sz:], get(i)<<t)
-		}
+		copy(out, pl[:n])
 	case modeXOR:
-		ref = ref[:n*sz]
-		for i := 0; i < n; i++ {
-			store(out[i*sz:], load[T](ref[i*sz:])^get(i)<<t)
-		}
+		xorInto(out, pl[:n], ref)
 	case modeSUB:
-		ref = ref[:n*sz]
-		sign, mask := monoParams[T](t)
-		for i := 0; i < n; i++ {
-			r := mono(load[T](ref[i*sz:])>>t, sign, mask)
-			m := (r + unzigzag(get(i))) & mask
-			store(out[i*sz:], unmono(m, sign, mask)<<t)
+		out, ref = out[:n], ref[:n]
+		for i, d := range pl[:n] {
+			out[i] = d + ref[i]
 		}
 	}
+}
+
+func splitAny(pl, plain, ref []byte, n, w int, mode planeMode, t uint) {
+	switch w {
+	case 1:
+		split8(pl, plain, ref, n, mode)
+	case 2:
+		split16(pl, plain, ref, n, mode, t)
+	case 4:
+		split32(pl, plain, ref, n, mode, t)
+	default:
+		split64(pl, plain, ref, n, mode, t)
+	}
+}
+
+func joinAny(out, pl, ref []byte, n, w int, mode planeMode, t uint) {
+	switch w {
+	case 1:
+		join8(out, pl, ref, n, mode)
+	case 2:
+		join16(out, pl, ref, n, mode, t)
+	case 4:
+		join32(out, pl, ref, n, mode, t)
+	default:
+		join64(out, pl, ref, n, mode, t)
+	}
+}
+
+// shiftOf is the number of trailing bits zero in every element of plain and
+// ref (nil for a baseline); 0 when they are all zero.
+func shiftOf(w int, plain, ref []byte, n int) uint {
+	var or uint64
+	switch w {
+	case 2:
+		or = uint64(or16(plain, n))
+		if ref != nil {
+			or |= uint64(or16(ref, n))
+		}
+	case 4:
+		or = uint64(or32(plain, n))
+		if ref != nil {
+			or |= uint64(or32(ref, n))
+		}
+	case 8:
+		for i := 0; i < n; i++ {
+			or |= binary.LittleEndian.Uint64(plain[8*i:])
+			if ref != nil {
+				or |= binary.LittleEndian.Uint64(ref[8*i:])
+			}
+		}
+	}
+	if or == 0 {
+		return 0
+	}
+	return uint(bits.TrailingZeros64(or))
 }
