@@ -44,3 +44,16 @@ func (l lanes) subLanes(p, r uint64) uint64 { return l.zigzag(l.sub(l.mono(p), l
 
 // unsubLanes inverts subLanes given the same r.
 func (l lanes) unsubLanes(z, r uint64) uint64 { return l.unmono(l.add(l.mono(r), l.unzigzag(z))) }
+
+// rotLanes rotates every k-bit lane (kmask: k ones per lane) left by one
+// bit, within the lane; unrotLanes rotates right. Baselines are rotated so
+// that the exponent, not the sign, heads the top byte plane: the exponent
+// plane then has the low entropy the paper's Huffman coding exploits, and
+// the sign bit joins the near-random mantissa in plane 0.
+func (l lanes) rotLanes(x, kmask uint64, k uint) uint64 {
+	return (x<<1)&kmask&^l.one | (x>>(k-1))&l.one
+}
+
+func (l lanes) unrotLanes(x, kmask uint64, k uint) uint64 {
+	return (x>>1)&(kmask&^(l.one<<(k-1))) | (x&l.one)<<(k-1)
+}

@@ -9,7 +9,7 @@ import (
 // byte planes of n bytes (plane j holds byte j, least significant first, of
 // each transformed element):
 //
-//	baseline: v = u >> t
+//	baseline: v = rot(u >> t)                          (floats only)
 //	xor:      v = (p ^ r) >> t
 //	sub:      v = zigzag((mono(p) - mono(r)) >> t)   (arithmetic shift)
 //
@@ -18,7 +18,9 @@ import (
 // them turns the low planes into constants. With hi = ^(2^t-1),
 // mono(u) = u ^ (hi if u is negative else the sign bit) orders all floats as
 // unsigned integers and keeps the low t bits zero, so nearby floats give a
-// small SUB delta; zigzag folds its sign into bit 0.
+// small SUB delta; zigzag folds its sign into bit 0. rot rotates the
+// (8w - t)-bit value left by one bit, so that a baseline's top plane holds
+// the exponent rather than sign and exponent (swar.go says why).
 //
 // transform16.go and transform32.go hold the fast 16/32-bit versions; this
 // file has the 64-bit one and the per-width dispatch.
@@ -52,7 +54,7 @@ func split64(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 		v := binary.LittleEndian.Uint64(plain[8*i:])
 		switch mode {
 		case modeBase:
-			v >>= t & 63
+			v = rotk64(v>>(t&63), 64-t)
 		case modeXOR:
 			v = (v ^ binary.LittleEndian.Uint64(ref[8*i:])) >> (t & 63)
 		case modeSUB:
@@ -74,7 +76,7 @@ func join64(out, pl, ref []byte, n int, mode planeMode, t uint) {
 		}
 		switch mode {
 		case modeBase:
-			v <<= t & 63
+			v = unrotk64(v, 64-t) << (t & 63)
 		case modeXOR:
 			v = binary.LittleEndian.Uint64(ref[8*i:]) ^ v<<(t&63)
 		case modeSUB:
@@ -168,3 +170,9 @@ func shiftOf(w int, plain, ref []byte, n int) uint {
 	}
 	return uint(bits.TrailingZeros64(or))
 }
+
+func rotk64(v uint64, k uint) uint64 {
+	return (v<<1 | v>>((k-1)&63)) & (^uint64(0) >> ((64 - k) & 63))
+}
+
+func unrotk64(v uint64, k uint) uint64 { return v>>1 | (v&1)<<((k-1)&63) }

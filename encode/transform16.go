@@ -56,6 +56,7 @@ func split16(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 		ref = ref[:2*n]
 	}
 	hi := ^(uint16(1)<<t - 1) // t < 16
+	k := 16 - t
 	laneMask := uint64(0xFFFF>>t) * 0x0001000100010001
 	n8 := n &^ 7
 	for i := 0; i < n8; i += 8 {
@@ -65,11 +66,10 @@ func split16(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 		switch mode {
 		case modeXOR:
 			r := ref[2*i : 2*i+16]
-			x0 ^= binary.LittleEndian.Uint64(r[0:])
-			x1 ^= binary.LittleEndian.Uint64(r[8:])
-			fallthrough
+			x0 = (x0 ^ binary.LittleEndian.Uint64(r[0:])) >> t & laneMask
+			x1 = (x1 ^ binary.LittleEndian.Uint64(r[8:])) >> t & laneMask
 		case modeBase:
-			x0, x1 = x0>>t&laneMask, x1>>t&laneMask
+			x0, x1 = lanes16.rotLanes(x0>>t&laneMask, laneMask, k), lanes16.rotLanes(x1>>t&laneMask, laneMask, k)
 		case modeSUB:
 			r := ref[2*i : 2*i+16]
 			y0, y1 := binary.LittleEndian.Uint64(r[0:]), binary.LittleEndian.Uint64(r[8:])
@@ -86,7 +86,7 @@ func split16(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 		v := binary.LittleEndian.Uint16(plain[2*i:])
 		switch mode {
 		case modeBase:
-			v >>= t
+			v = uint16(rotk32(uint32(v>>t), k))
 		case modeXOR:
 			v = (v ^ binary.LittleEndian.Uint16(ref[2*i:])) >> t
 		case modeSUB:
@@ -103,6 +103,8 @@ func join16(out, pl, ref []byte, n int, mode planeMode, t uint) {
 		ref = ref[:2*n]
 	}
 	hi := ^(uint16(1)<<t - 1) // t < 16
+	k := 16 - t
+	laneMask := uint64(0xFFFF>>t) * 0x0001000100010001
 	n8 := n &^ 7
 	for i := 0; i < n8; i += 8 {
 		q0 := binary.LittleEndian.Uint64(p0[i:])
@@ -112,7 +114,7 @@ func join16(out, pl, ref []byte, n int, mode planeMode, t uint) {
 		o := out[2*i : 2*i+16]
 		switch mode {
 		case modeBase:
-			x0, x1 = x0<<t, x1<<t
+			x0, x1 = lanes16.unrotLanes(x0, laneMask, k)<<t, lanes16.unrotLanes(x1, laneMask, k)<<t
 		case modeXOR:
 			r := ref[2*i : 2*i+16]
 			x0 = x0<<t ^ binary.LittleEndian.Uint64(r[0:])
@@ -133,7 +135,7 @@ func join16(out, pl, ref []byte, n int, mode planeMode, t uint) {
 		v := uint16(p0[i]) | uint16(p1[i])<<8
 		switch mode {
 		case modeBase:
-			v <<= t
+			v = uint16(unrotk32(uint32(v), k)) << t
 		case modeXOR:
 			v = binary.LittleEndian.Uint16(ref[2*i:]) ^ v<<t
 		case modeSUB:

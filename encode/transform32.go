@@ -70,6 +70,7 @@ func split32(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 		ref = ref[:4*n]
 	}
 	hi := ^(uint32(1)<<t - 1) // t < 32
+	k := 32 - t
 	laneMask := uint64(0xFFFFFFFF>>t) * 0x0000000100000001
 	n8 := n &^ 7
 	for i := 0; i < n8; i += 8 {
@@ -81,13 +82,13 @@ func split32(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 		switch mode {
 		case modeXOR:
 			r := ref[4*i : 4*i+32]
-			x0 ^= binary.LittleEndian.Uint64(r[0:])
-			x1 ^= binary.LittleEndian.Uint64(r[8:])
-			x2 ^= binary.LittleEndian.Uint64(r[16:])
-			x3 ^= binary.LittleEndian.Uint64(r[24:])
-			fallthrough
+			x0 = (x0 ^ binary.LittleEndian.Uint64(r[0:])) >> t & laneMask
+			x1 = (x1 ^ binary.LittleEndian.Uint64(r[8:])) >> t & laneMask
+			x2 = (x2 ^ binary.LittleEndian.Uint64(r[16:])) >> t & laneMask
+			x3 = (x3 ^ binary.LittleEndian.Uint64(r[24:])) >> t & laneMask
 		case modeBase:
-			x0, x1, x2, x3 = x0>>t&laneMask, x1>>t&laneMask, x2>>t&laneMask, x3>>t&laneMask
+			x0, x1 = lanes32.rotLanes(x0>>t&laneMask, laneMask, k), lanes32.rotLanes(x1>>t&laneMask, laneMask, k)
+			x2, x3 = lanes32.rotLanes(x2>>t&laneMask, laneMask, k), lanes32.rotLanes(x3>>t&laneMask, laneMask, k)
 		case modeSUB:
 			r := ref[4*i : 4*i+32]
 			y0 := binary.LittleEndian.Uint64(r[0:])
@@ -110,7 +111,7 @@ func split32(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 		v := binary.LittleEndian.Uint32(plain[4*i:])
 		switch mode {
 		case modeBase:
-			v >>= t
+			v = rotk32(v>>t, k)
 		case modeXOR:
 			v = (v ^ binary.LittleEndian.Uint32(ref[4*i:])) >> t
 		case modeSUB:
@@ -127,13 +128,16 @@ func join32(out, pl, ref []byte, n int, mode planeMode, t uint) {
 		ref = ref[:4*n]
 	}
 	hi := ^(uint32(1)<<t - 1) // t < 32
+	k := 32 - t
+	laneMask := uint64(0xFFFFFFFF>>t) * 0x0000000100000001
 	n8 := n &^ 7
 	for i := 0; i < n8; i += 8 {
 		x0, x1, x2, x3 := get8x4(p0, p1, p2, p3, i)
 		o := out[4*i : 4*i+32]
 		switch mode {
 		case modeBase:
-			x0, x1, x2, x3 = x0<<t, x1<<t, x2<<t, x3<<t
+			x0, x1 = lanes32.unrotLanes(x0, laneMask, k)<<t, lanes32.unrotLanes(x1, laneMask, k)<<t
+			x2, x3 = lanes32.unrotLanes(x2, laneMask, k)<<t, lanes32.unrotLanes(x3, laneMask, k)<<t
 		case modeXOR:
 			r := ref[4*i : 4*i+32]
 			x0 = x0<<t ^ binary.LittleEndian.Uint64(r[0:])
@@ -165,7 +169,7 @@ func join32(out, pl, ref []byte, n int, mode planeMode, t uint) {
 		v := uint32(p0[i]) | uint32(p1[i])<<8 | uint32(p2[i])<<16 | uint32(p3[i])<<24
 		switch mode {
 		case modeBase:
-			v <<= t
+			v = unrotk32(v, k) << t
 		case modeXOR:
 			v = binary.LittleEndian.Uint32(ref[4*i:]) ^ v<<t
 		case modeSUB:
@@ -174,3 +178,10 @@ func join32(out, pl, ref []byte, n int, mode planeMode, t uint) {
 		binary.LittleEndian.PutUint32(out[4*i:], v)
 	}
 }
+
+// rotk32 rotates the k-bit value v left by one bit; unrotk32 undoes it.
+func rotk32(v uint32, k uint) uint32 {
+	return (v<<1 | v>>((k-1)&31)) & (0xFFFFFFFF >> ((32 - k) & 31))
+}
+
+func unrotk32(v uint32, k uint) uint32 { return v>>1 | (v&1)<<((k-1)&31) }
