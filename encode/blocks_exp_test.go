@@ -31,7 +31,7 @@ func TestBlockExperiment(t *testing.T) {
 				for _, c := range h {
 					maxc = max(maxc, c)
 				}
-				est := entropyBytes(&h, len(blk))
+				est := entropyBits(&h, len(blk)) / 8
 				var hs huff0.Scratch
 				hs.Reuse = huff0.ReusePolicyNone
 				hz, herr := 0, ""

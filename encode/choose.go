@@ -15,20 +15,27 @@ const baseMargin = 0.98
 
 func (ps *planeScratch) chooseMode(dt DType, plain, ref []byte, n int) (planeMode, uint) {
 	w := dt.Width()
-	var t uint
-	if w > 1 {
-		t = shiftOf(w, plain, ref, n)
-	}
-	if ref == nil {
-		return modeBase, t
-	}
 	step := max(1, n/sampleElems)
 	m := (n + step - 1) / step
 	ps.sample = grow(ps.sample, 3*m*w)
 	sp, sr, spl := ps.sample[:m*w], ps.sample[m*w:2*m*w], ps.sample[2*m*w:]
-	for i, k := 0, 0; i < n; i, k = i+step, k+1 {
-		copy(sp[k*w:(k+1)*w], plain[i*w:])
-		copy(sr[k*w:(k+1)*w], ref[i*w:])
+	gather(sp, plain, w, step)
+	if ref != nil {
+		gather(sr, ref, w, step)
+	}
+	var t uint
+	// The shift needs every element, but a sample with a low bit set
+	// already proves it zero, which is the usual case.
+	if w > 1 {
+		if ref == nil {
+			sr = nil
+		}
+		if t = shiftOf(w, sp, sr, m); t > 0 {
+			t = shiftOf(w, plain, ref, n)
+		}
+	}
+	if ref == nil {
+		return modeBase, t
 	}
 	cost := func(mode planeMode) float64 {
 		splitAny(spl, sp, sr, m, w, mode, t)
@@ -36,7 +43,7 @@ func (ps *planeScratch) chooseMode(dt DType, plain, ref []byte, n int) (planeMod
 		var h [256]uint32
 		for j := 0; j < w; j++ {
 			histogram(spl[j*m:(j+1)*m], &h)
-			total += entropyBytes(&h, m)
+			total += entropyBits(&h, m)
 		}
 		return total
 	}
@@ -48,4 +55,27 @@ func (ps *planeScratch) chooseMode(dt DType, plain, ref []byte, n int) (planeMod
 		best = modeBase
 	}
 	return best, t
+}
+
+// gather copies every step-th element of src (w-byte elements) into dst.
+func gather(dst, src []byte, w, step int) {
+	n := len(dst) / w
+	switch w {
+	case 1:
+		for k := 0; k < n; k++ {
+			dst[k] = src[k*step]
+		}
+	case 2:
+		for k := 0; k < n; k++ {
+			putLE16(dst[2*k:], le16(src[2*k*step:]))
+		}
+	case 4:
+		for k := 0; k < n; k++ {
+			putLE32(dst[4*k:], le32(src[4*k*step:]))
+		}
+	default:
+		for k := 0; k < n; k++ {
+			putLE64(dst[8*k:], le64(src[8*k*step:]))
+		}
+	}
 }

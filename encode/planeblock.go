@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/klauspost/compress/fse"
 	"github.com/klauspost/compress/huff0"
+	"github.com/klauspost/compress/zstd"
 )
 
 // A plane is cut into blocks of at most planeBlock bytes; each block is one
@@ -20,7 +20,7 @@ import (
 //	blkHuff1:  uvarint length, huff0 1-stream block (table included)
 //	blkFSE:    uvarint length, FSE block
 //	blkZstd:   uvarint length, zstd frame
-//	blkSparse: dominant byte, bitmap record, values record (sparse.go)
+//	blkSparse: dominant byte, counts, gaps record, values record (sparse.go)
 //
 // The block length is implied by the plane length, so a decoder always
 // knows how many bytes a record must produce.
@@ -63,124 +63,22 @@ func (s *blockStats) add(m, in, out int) {
 	s.Out[m] += out
 }
 
-// histogram counts byte values with four interleaved tables, which keeps
-// the increments of repeated values from serialising on one counter.
-func histogram(b []byte, h *[256]uint32) {
-	var c [4][256]uint32
-	i := 0
-	for ; i+4 <= len(b); i += 4 {
-		c[0][b[i]]++
-		c[1][b[i+1]]++
-		c[2][b[i+2]]++
-		c[3][b[i+3]]++
-	}
-	for ; i < len(b); i++ {
-		c[0][b[i]]++
-	}
-	for v := range h {
-		h[v] = c[0][v] + c[1][v] + c[2][v] + c[3][v]
-	}
-}
-
-// entropyBytes is the order-0 entropy of a histogram of n symbols, in bytes:
-// the floor below which no order-0 coder can go.
-func entropyBytes(h *[256]uint32, n int) float64 {
-	if n == 0 {
-		return 0
-	}
-	fn := float64(n)
-	bitsSum := 0.0
-	for _, c := range h {
-		if c != 0 {
-			bitsSum -= float64(c) * math.Log2(float64(c)/fn)
-		}
-	}
-	return bitsSum / 8
-}
-
-// blockModel is what the encoder knows of a block before coding it: its
-// histogram, from which every candidate's size is estimated, so that only
-// the chosen coder runs (trying them all would cost several times the
-// encode time; the estimates are checked against real sizes by
-// TestBlockEstimates).
-type blockModel struct {
-	n      int
-	hist   [256]uint32
-	maxc   uint32
-	maxSym byte
-	used   int     // distinct byte values
-	bits   float64 // order-0 entropy of the block, in bits
-	same   int     // positions equal to the previous byte (LZ/run hint)
-}
-
-func (bm *blockModel) analyse(blk []byte) {
-	bm.n = len(blk)
-	histogram(blk, &bm.hist)
-	bm.maxc, bm.used, bm.bits = 0, 0, 0
-	fn := float64(bm.n)
-	for v, c := range bm.hist {
-		if c == 0 {
-			continue
-		}
-		bm.used++
-		if c > bm.maxc {
-			bm.maxc, bm.maxSym = c, byte(v)
-		}
-		bm.bits -= float64(c) * log2(float64(c)/fn)
-	}
-}
-
-// Size estimates in bytes. huff: Huffman spends a whole bit on a symbol of
-// probability p > 1/2 where the entropy says -log2(p); otherwise it stays
-// within a few percent of the entropy. Tables: about half a byte per used
-// symbol. fse: the entropy plus its table. sparse: the bitmap at its binary
-// entropy and the other values at theirs, each with a Huffman table.
-func (bm *blockModel) estHuff() float64 {
-	fn := float64(bm.n)
-	p := float64(bm.maxc) / fn
-	b := bm.bits * 1.01
-	if p > 0.5 {
-		b += float64(bm.maxc) * (1 + log2(p))
-	}
-	return b/8 + float64(bm.used)/2 + 8
-}
-
-func (bm *blockModel) estFSE() float64 { return bm.bits/8 + float64(bm.used)*0.6 + 8 }
-
-func (bm *blockModel) estSparse() float64 {
-	fn := float64(bm.n)
-	q := 1 - float64(bm.maxc)/fn
-	if q <= 0 {
-		return fn
-	}
-	bitmap := fn * (-q*log2(q) - (1-q)*log2(1-q)) * 1.05
-	// Entropy of the other values: the block's, minus the dominant symbol's
-	// and the bitmap's share.
-	pm := float64(bm.maxc) / fn
-	vals := bm.bits + float64(bm.maxc)*log2(pm) - fn*q*log2(q)
-	vals = max(vals, 0)
-	return (bitmap+vals*1.02)/8 + float64(bm.used)/2 + 24
-}
-
-func log2(x float64) float64 { return math.Log2(x) }
-
 // fseBias: FSE decodes at about a third of huff0's speed, so it is chosen
 // only when its estimate beats the best alternative by this factor.
 var fseBias = 0.90
 
 // appendBlock codes one block with the method the estimates favour.
-// depth limits sparse blocks nested in sparse blocks (the bitmap of a very
-// sparse plane is itself sparse).
+// depth is 1 inside a sparse record, whose parts are not made sparse again.
 func (ps *planeScratch) appendBlock(dst, blk []byte, depth int) []byte {
 	bm := &ps.bm
 	bm.analyse(blk)
 	n := len(blk)
-	if int(bm.maxc) == n {
+	if bm.constant(blk) {
 		ps.stats.add(blkRLE, n, 2)
 		return append(dst, blkRLE, blk[0])
 	}
 	huff, fseEst, sparse := bm.estHuff(), bm.estFSE(), float64(n)
-	if depth < 2 && bm.maxc > uint32(n/2) && n >= 64 {
+	if depth == 0 && bm.pmax() > 0.5 && n >= 64 {
 		sparse = bm.estSparse()
 	}
 	best := min(huff, sparse)
@@ -198,9 +96,90 @@ func (ps *planeScratch) appendBlock(dst, blk []byte, depth int) []byte {
 	default:
 		method = blkStored
 	}
-	if method == blkSparse {
-		return ps.appendSparse(dst, blk, bm.maxSym, depth)
+	// Order-0 coders pay for every byte of a repeated run; zstd's matches
+	// nearly do not. Where the block repeats itself (and is not sparse,
+	// where the gaps already cover the runs), zstd is tried first and kept
+	// outright when it beats the chosen coder's estimate, else compared
+	// with that coder's real output.
+	var z []byte
+	if n >= 4096 && method != blkSparse && ps.onBlock == nil {
+		if r := repeatShare(blk); r >= zstdRepeat && r < 0.5 {
+			est := float64(n)
+			switch method {
+			case blkHuff4, blkHuff1:
+				est = huff
+			case blkFSE:
+				est = fseEst
+			}
+			if zz, err := ps.zstdBlock(blk); err == nil {
+				z = zz
+				if float64(len(z)) < 0.97*est {
+					return ps.appendZstd(dst, n, z)
+				}
+			}
+		}
 	}
+	start, saved := len(dst), ps.stats
+	if method == blkSparse {
+		dst = ps.appendSparse(dst, blk, bm.maxSym, depth)
+	} else {
+		dst = ps.appendCoded(dst, blk, method)
+	}
+	if z != nil && len(z)+4 < len(dst)-start {
+		ps.stats = saved
+		return ps.appendZstd(dst[:start], n, z)
+	}
+	return dst
+}
+
+func (ps *planeScratch) appendZstd(dst []byte, n int, z []byte) []byte {
+	start := len(dst)
+	dst = append(dst, blkZstd)
+	dst = binary.AppendUvarint(dst, uint64(len(z)))
+	dst = append(dst, z...)
+	ps.stats.add(blkZstd, n, len(dst)-start)
+	return dst
+}
+
+// zstdRepeat: the share of 8-byte words equal to their predecessor above
+// which zstd is tried (measured on the training series: see docs/CODECS.md).
+var zstdRepeat = 0.01
+
+// repeatShare is the share of the block's 8-byte words that equal the
+// previous word: a cheap sign of runs that an LZ coder would exploit.
+func repeatShare(blk []byte) float64 {
+	words := len(blk) / 8
+	if words < 2 {
+		return 0
+	}
+	same := 0
+	prev := binary.LittleEndian.Uint64(blk)
+	for i := 8; i+8 <= len(blk); i += 8 {
+		w := binary.LittleEndian.Uint64(blk[i:])
+		if w == prev {
+			same++
+		}
+		prev = w
+	}
+	return float64(same) / float64(words-1)
+}
+
+func (ps *planeScratch) zstdBlock(blk []byte) ([]byte, error) {
+	if ps.zenc == nil {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false),
+			zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(planeBlock))
+		if err != nil {
+			return nil, err
+		}
+		ps.zenc = enc
+	}
+	ps.zout = ps.zenc.EncodeAll(blk, ps.zout[:0])
+	return ps.zout, nil
+}
+
+// appendCoded writes a stored, huff0 or FSE record.
+func (ps *planeScratch) appendCoded(dst, blk []byte, method int) []byte {
+	n := len(blk)
 	var out []byte
 	var err error
 	switch method {
@@ -222,15 +201,15 @@ func (ps *planeScratch) appendBlock(dst, blk []byte, depth int) []byte {
 	return dst
 }
 
-// appendSparse writes a sparse record; the bitmap and values live in
-// per-depth scratch so nested records do not clobber their parent's.
+// appendSparse writes a sparse record.
 func (ps *planeScratch) appendSparse(dst, blk []byte, m byte, depth int) []byte {
 	sc := &ps.sparse[depth]
-	sc.bitmap = grow(sc.bitmap, (len(blk)+7)/8)
-	sc.vals = splitSparse(blk, m, sc.bitmap, sc.vals[:0])
+	sc.gaps, sc.vals = splitSparse(blk, m, sc.gaps[:0], sc.vals[:0])
 	start := len(dst)
 	dst = append(dst, blkSparse, m)
-	dst = ps.appendBlock(dst, sc.bitmap, depth+1)
+	dst = binary.AppendUvarint(dst, uint64(len(sc.gaps)))
+	dst = binary.AppendUvarint(dst, uint64(len(sc.vals)))
+	dst = ps.appendBlock(dst, sc.gaps, depth+1)
 	dst = ps.appendBlock(dst, sc.vals, depth+1)
 	ps.stats.add(blkSparse, len(blk), len(dst)-start)
 	return dst
@@ -353,23 +332,30 @@ func fill(blk, out []byte) error {
 }
 
 func (ps *planeScratch) decodeSparse(blk, src []byte, depth int, zstdInto func(out, src []byte) error) ([]byte, error) {
-	if depth >= 2 || len(src) < 1 {
-		return nil, fmt.Errorf("%w: sparse block nested %d deep or truncated", ErrCorrupt, depth)
+	if depth >= 1 || len(src) < 1 {
+		return nil, fmt.Errorf("%w: nested or truncated sparse block", ErrCorrupt)
 	}
 	m := src[0]
+	src = src[1:]
+	ng, k1 := binary.Uvarint(src)
+	if k1 <= 0 {
+		return nil, fmt.Errorf("%w: sparse gap count", ErrCorrupt)
+	}
+	nv, k2 := binary.Uvarint(src[k1:])
+	// Every value needs a gap byte, and escapes cover 255 bytes each.
+	if k2 <= 0 || nv > uint64(len(blk)) || ng < nv || ng-nv > uint64(len(blk)/gapEscape) {
+		return nil, fmt.Errorf("%w: sparse counts %d/%d for %d bytes", ErrCorrupt, ng, nv, len(blk))
+	}
+	src = src[k1+k2:]
 	sc := &ps.sparse[depth]
-	sc.bitmap = grow(sc.bitmap, (len(blk)+7)/8)
-	src, err := ps.decodeBlock(sc.bitmap, src[1:], depth+1, zstdInto)
-	if err != nil {
-		return nil, fmt.Errorf("sparse bitmap: %w", err)
+	sc.gaps = grow(sc.gaps, int(ng))
+	sc.vals = grow(sc.vals, int(nv))
+	var err error
+	if src, err = ps.decodeBlock(sc.gaps, src, depth+1, zstdInto); err != nil {
+		return nil, fmt.Errorf("sparse gaps: %w", err)
 	}
-	cnt := popcount(sc.bitmap)
-	if cnt > len(blk) {
-		return nil, fmt.Errorf("%w: sparse bitmap marks %d of %d bytes", ErrCorrupt, cnt, len(blk))
-	}
-	sc.vals = grow(sc.vals, cnt)
 	if src, err = ps.decodeBlock(sc.vals, src, depth+1, zstdInto); err != nil {
 		return nil, fmt.Errorf("sparse values: %w", err)
 	}
-	return src, joinSparse(blk, m, sc.bitmap, sc.vals)
+	return src, joinSparse(blk, m, sc.gaps, sc.vals)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/klauspost/compress/fse"
 	"github.com/klauspost/compress/huff0"
+	"github.com/klauspost/compress/zstd"
 )
 
 // The planes codec. Payload:
@@ -26,8 +27,10 @@ type planeScratch struct {
 	huffOut []byte
 	fseOut  []byte
 	stats   blockStats
+	zenc    *zstd.Encoder // SpeedFastest, for plane blocks with runs
+	zout    []byte
 	bm      blockModel
-	sparse  [2]struct{ bitmap, vals []byte }
+	sparse  [1]struct{ gaps, vals []byte }
 	// onBlock, when set, sees every plane block before it is coded
 	// (measurement only).
 	onBlock func(plane int, blk []byte)

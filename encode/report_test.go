@@ -86,17 +86,23 @@ func measure(t testing.TB, c Codec, dt DType, pairs []chunkPair) measurement {
 	m.ratio = float64(m.coded) / float64(m.plain)
 	m.blocks = cd.pl.stats
 	var buf []byte
-	// Thread CPU time, repeated until 0.3 s of it: the per-core rate, not
-	// disturbed by whatever else the machine runs. Garbage collection runs
-	// on other threads and is not counted; the codecs allocate little.
+	// Thread CPU time, so the rate is per core and not disturbed by what
+	// else the machine runs; best of five rounds of at least 0.1 s each,
+	// because a shared machine still slows rounds down (cache, SMT
+	// siblings). Garbage collection runs on other threads and is not
+	// counted; the codecs allocate little.
 	rate := func(f func()) float64 {
-		var cpu time.Duration
-		rounds := 0
-		for cpu < 300*time.Millisecond {
-			cpu += threadCPU(f)
-			rounds++
+		best := 0.0
+		for round := 0; round < 5; round++ {
+			var cpu time.Duration
+			n := 0
+			for cpu < 100*time.Millisecond {
+				cpu += threadCPU(f)
+				n++
+			}
+			best = max(best, float64(m.plain)*float64(n)/cpu.Seconds()/1e6)
 		}
-		return float64(m.plain) * float64(rounds) / cpu.Seconds() / 1e6
+		return best
 	}
 	m.encMBs = rate(func() {
 		for _, p := range pairs {
