@@ -65,7 +65,7 @@ func (s *blockStats) add(m, in, out int) {
 
 // fseBias: FSE decodes at about a third of huff0's speed, so it is chosen
 // only when its estimate beats the best alternative by this factor.
-var fseBias = 0.90
+const fseBias = 0.90
 
 // appendBlock codes one block with the method the estimates favour.
 // depth is 1 inside a sparse record, whose parts are not made sparse again.
