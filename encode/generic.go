@@ -61,7 +61,7 @@ func (c *Coder) zstdInto(out, src []byte) error {
 	if err != nil {
 		return err
 	}
-	got, err := dec.DecodeAll(src, out[:0])
+	got, err := dec.DecodeAll(src, out[:0:len(out)])
 	if err != nil {
 		return fmt.Errorf("%w: zstd: %v", ErrCorrupt, err)
 	}

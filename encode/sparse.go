@@ -29,32 +29,41 @@ func diffMask(x uint64) byte {
 	return byte(t * 0x0102040810204080 >> 56)
 }
 
-// splitSparse appends the gaps and values of blk against m.
+// splitSparse returns the gaps and values of blk against m, in gaps and
+// vals reused (their capacity grown to the worst case up front, so the loop
+// stores by index).
 func splitSparse(blk []byte, m byte, gaps, vals []byte) ([]byte, []byte) {
+	n := len(blk)
+	gaps = grow(gaps, n+n/gapEscape+1)
+	vals = grow(vals, n)
 	rep := uint64(m) * 0x0101010101010101
-	next := 0 // first position not yet covered by a gap
-	place := func(pos int) {
-		g := pos - next
-		for g >= gapEscape {
-			gaps = append(gaps, gapEscape)
-			g -= gapEscape
+	ng, nv, next := 0, 0, 0 // next: first position not yet covered
+	n8 := n &^ 7
+	for i := 0; i < n; i += 8 {
+		var b byte
+		if i < n8 {
+			b = diffMask(binary.LittleEndian.Uint64(blk[i:]) ^ rep)
+		} else {
+			for j, v := range blk[i:] {
+				if v != m {
+					b |= 1 << j
+				}
+			}
 		}
-		gaps = append(gaps, byte(g))
-		vals = append(vals, blk[pos])
-		next = pos + 1
-	}
-	n8 := len(blk) &^ 7
-	for i := 0; i < n8; i += 8 {
-		for b := diffMask(binary.LittleEndian.Uint64(blk[i:]) ^ rep); b != 0; b &= b - 1 {
-			place(i + bits.TrailingZeros8(b))
+		for ; b != 0; b &= b - 1 {
+			pos := i + bits.TrailingZeros8(b)
+			g := pos - next
+			for g >= gapEscape {
+				gaps[ng] = gapEscape
+				ng++
+				g -= gapEscape
+			}
+			gaps[ng] = byte(g)
+			vals[nv] = blk[pos]
+			ng, nv, next = ng+1, nv+1, pos+1
 		}
 	}
-	for i := n8; i < len(blk); i++ {
-		if blk[i] != m {
-			place(i)
-		}
-	}
-	return gaps, vals
+	return gaps[:ng], vals[:nv]
 }
 
 // joinSparse expands gaps and vals into blk.
