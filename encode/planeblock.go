@@ -203,7 +203,7 @@ func (ps *planeScratch) appendCoded(dst, blk []byte, method int) []byte {
 
 // appendSparse writes a sparse record.
 func (ps *planeScratch) appendSparse(dst, blk []byte, m byte, depth int) []byte {
-	sc := &ps.sparse[depth]
+	sc := &ps.sparse
 	sc.gaps, sc.vals = splitSparse(blk, m, sc.gaps[:0], sc.vals[:0])
 	start := len(dst)
 	dst = append(dst, blkSparse, m)
@@ -347,7 +347,7 @@ func (ps *planeScratch) decodeSparse(blk, src []byte, depth int, zstdInto func(o
 		return nil, fmt.Errorf("%w: sparse counts %d/%d for %d bytes", ErrCorrupt, ng, nv, len(blk))
 	}
 	src = src[k1+k2:]
-	sc := &ps.sparse[depth]
+	sc := &ps.sparse
 	sc.gaps = grow(sc.gaps, int(ng))
 	sc.vals = grow(sc.vals, int(nv))
 	var err error

@@ -17,7 +17,11 @@ import (
 //	       block records (planeblock.go)
 //	tail   the len%w plain bytes after the last element (not for modeSame)
 //
-// modeSame (the chunk equals its reference) has no other bytes.
+// modeSame (the chunk equals its reference) has no other bytes. The
+// transforms are in transform*.go, the block records in planeblock.go.
+
+// planeScratch is the planes codec's part of a Coder: buffers and entropy
+// coder state reused from chunk to chunk.
 type planeScratch struct {
 	buf     []byte
 	sample  []byte
@@ -30,7 +34,7 @@ type planeScratch struct {
 	zenc    *zstd.Encoder // SpeedFastest, for plane blocks with runs
 	zout    []byte
 	bm      blockModel
-	sparse  [1]struct{ gaps, vals []byte }
+	sparse  struct{ gaps, vals []byte }
 	// onBlock, when set, sees every plane block before it is coded
 	// (measurement only).
 	onBlock func(plane int, blk []byte)
