@@ -90,8 +90,8 @@ func (c *Coder) gzipTo(dst, src []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// gunzipInto decodes src, which must hold exactly len(out) bytes.
-func (c *Coder) gunzipInto(out, src []byte) error {
+// gunzipReset points the reusable gzip reader at one member in src.
+func (c *Coder) gunzipReset(src []byte) (*bytes.Reader, error) {
 	r := bytes.NewReader(src)
 	var err error
 	if c.gzr == nil {
@@ -100,9 +100,18 @@ func (c *Coder) gunzipInto(out, src []byte) error {
 		err = c.gzr.Reset(r)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: gzip header: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: gzip header: %v", ErrCorrupt, err)
 	}
 	c.gzr.Multistream(false)
+	return r, nil
+}
+
+// gunzipInto decodes src, which must hold exactly len(out) bytes.
+func (c *Coder) gunzipInto(out, src []byte) error {
+	r, err := c.gunzipReset(src)
+	if err != nil {
+		return err
+	}
 	if _, err := io.ReadFull(c.gzr, out); err != nil {
 		return fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
 	}
@@ -118,17 +127,10 @@ func (c *Coder) gunzipInto(out, src []byte) error {
 
 // gunzipBounded decodes src into a scratch buffer of at most limit bytes.
 func (c *Coder) gunzipBounded(src []byte, limit int) ([]byte, error) {
-	r := bytes.NewReader(src)
-	var err error
-	if c.gzr == nil {
-		c.gzr, err = gzip.NewReader(r)
-	} else {
-		err = c.gzr.Reset(r)
-	}
+	r, err := c.gunzipReset(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: gzip header: %v", ErrCorrupt, err)
+		return nil, err
 	}
-	c.gzr.Multistream(false)
 	buf := bytes.NewBuffer(c.tmp[:0])
 	n, err := buf.ReadFrom(io.LimitReader(c.gzr, int64(limit)+1))
 	c.tmp = buf.Bytes()

@@ -102,7 +102,7 @@ func (ps *planeScratch) appendBlock(dst, blk []byte, depth int) []byte {
 	// outright when it beats the chosen coder's estimate, else compared
 	// with that coder's real output.
 	var z []byte
-	if n >= 4096 && method != blkSparse && ps.onBlock == nil {
+	if n >= 4096 && method != blkSparse && !ps.noZstd {
 		if r := repeatShare(blk); r >= zstdRepeat && r < 0.5 {
 			est := float64(n)
 			switch method {
@@ -143,7 +143,7 @@ func (ps *planeScratch) appendZstd(dst []byte, n int, z []byte) []byte {
 
 // zstdRepeat: the share of 8-byte words equal to their predecessor above
 // which zstd is tried (measured on the training series: see docs/CODECS.md).
-var zstdRepeat = 0.01
+const zstdRepeat = 0.01
 
 // repeatShare is the share of the block's 8-byte words that equal the
 // previous word: a cheap sign of runs that an LZ coder would exploit.

@@ -38,6 +38,8 @@ type planeScratch struct {
 	// onBlock, when set, sees every plane block before it is coded
 	// (measurement only).
 	onBlock func(plane int, blk []byte)
+	// noZstd disables the zstd trial (measurement only).
+	noZstd bool
 	// force, when not nil, overrides the delta mode choice (measurement only).
 	force *planeMode
 }
