@@ -1,0 +1,205 @@
+package encode
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Coder encodes and decodes chunks, keeping the scratch state of the entropy
+// coders between calls so a stream of chunks allocates little. A Coder is not
+// safe for concurrent use; use one per goroutine (Pipeline does), or the
+// package-level Encode/Decode, which draw Coders from a pool.
+type Coder struct {
+	zenc *zstd.Encoder
+	zdec *zstd.Decoder
+	gzw  *gzip.Writer
+	gzr  *gzip.Reader
+	tmp  []byte // gzip inner streams, XOR deltas
+	pl   planeScratch
+}
+
+// NewCoder returns a Coder with no scratch allocated yet.
+func NewCoder() *Coder { return &Coder{} }
+
+var coderPool = sync.Pool{New: func() any { return NewCoder() }}
+
+// Encode appends the encoded chunk to dst (see Coder.Encode).
+func Encode(dst []byte, c Codec, dt DType, plain, ref []byte) ([]byte, error) {
+	cd := coderPool.Get().(*Coder)
+	defer coderPool.Put(cd)
+	return cd.Encode(dst, c, dt, plain, ref)
+}
+
+// Decode appends the plain bytes of enc to dst (see Coder.Decode).
+func Decode(dst, enc, ref []byte) ([]byte, error) {
+	cd := coderPool.Get().(*Coder)
+	defer coderPool.Put(cd)
+	return cd.Decode(dst, enc, ref)
+}
+
+// Encode appends to dst one self-describing chunk holding plain, coded with
+// codec c for elements of type dt. ref == nil codes a baseline; otherwise ref
+// is the same chunk of the reference version and must have len(plain) bytes.
+// Any bytes are accepted whatever dt says: dt only steers the modelling.
+// The chunk's header says whether it came out as a delta (Inspect).
+func (cd *Coder) Encode(dst []byte, c Codec, dt DType, plain, ref []byte) ([]byte, error) {
+	if !c.Valid() {
+		return dst, fmt.Errorf("encode: %w: codec %d", ErrUnsupported, c)
+	}
+	if !dt.Valid() {
+		return dst, fmt.Errorf("encode: %w: dtype %d", ErrUnsupported, dt)
+	}
+	if len(plain) > MaxPlain {
+		return dst, fmt.Errorf("encode: %w: %d bytes (max %d)", ErrTooLarge, len(plain), MaxPlain)
+	}
+	if ref != nil && len(ref) != len(plain) {
+		return dst, fmt.Errorf("encode: %w: reference has %d bytes, chunk %d", ErrRefMismatch, len(ref), len(plain))
+	}
+	h := Header{Codec: c, DType: dt, PlainLen: len(plain), CRC: checksum(plain)}
+	start := len(dst)
+	out := append(dst, make([]byte, headerLen)...)
+	var err error
+	if len(plain) > 0 {
+		out, h.Delta, err = cd.encodePayload(out, c, dt, plain, ref)
+		if err != nil {
+			return dst, fmt.Errorf("encode %s %s: %w", c, dt, err)
+		}
+	}
+	payloadLen := len(out) - start - headerLen
+	if payloadLen > math.MaxUint32 {
+		return dst, fmt.Errorf("encode %s %s: %w: payload of %d bytes", c, dt, ErrTooLarge, payloadLen)
+	}
+	putHeader(out[start:], h, payloadLen)
+	return out, nil
+}
+
+func (cd *Coder) encodePayload(dst []byte, c Codec, dt DType, plain, ref []byte) ([]byte, bool, error) {
+	delta := ref != nil
+	switch c {
+	case Stored:
+		return append(dst, plain...), false, nil
+	case Planes:
+		return cd.encodePlanes(dst, dt, plain, ref)
+	case DynRLE, RLE4:
+		if delta {
+			return encodeRLEDelta(dst, dt, plain, ref, c == RLE4), true, nil
+		}
+		return encodeHuffBaseline(dst, dt, plain), false, nil
+	case RLE4Gzip:
+		if delta {
+			cd.tmp = encodeRLEDelta(cd.tmp[:0], dt, plain, ref, true)
+		} else {
+			cd.tmp = encodeHuffBaseline(cd.tmp[:0], dt, plain)
+		}
+		out, err := cd.gzipTo(dst, cd.tmp)
+		return out, delta, err
+	case Zstd, Gzip:
+		src := plain
+		if delta {
+			cd.tmp = grow(cd.tmp, len(plain))
+			xorInto(cd.tmp, plain, ref)
+			src = cd.tmp
+		}
+		if c == Gzip {
+			out, err := cd.gzipTo(dst, src)
+			return out, delta, err
+		}
+		enc, err := cd.zstdEncoder()
+		if err != nil {
+			return dst, false, err
+		}
+		return enc.EncodeAll(src, dst), delta, nil
+	}
+	return dst, false, fmt.Errorf("%w: codec %d", ErrUnsupported, c)
+}
+
+// Decode appends the plain bytes of the chunk enc to dst. enc must be exactly
+// one chunk (Inspect tells its length). A delta chunk needs ref, the plain
+// bytes of its reference, of the chunk's plain length (else ErrRefMismatch);
+// a baseline chunk ignores ref. Errors wrap ErrCorrupt, ErrChecksum,
+// ErrRefMismatch or ErrUnsupported; on error dst comes back unextended.
+func (cd *Coder) Decode(dst, enc, ref []byte) ([]byte, error) {
+	h, err := parseHeader(enc)
+	if err != nil {
+		return dst, fmt.Errorf("decode chunk: %w", err)
+	}
+	if len(enc) != h.EncodedLen {
+		return dst, fmt.Errorf("decode chunk: %w: %d bytes after the payload", ErrCorrupt, len(enc)-h.EncodedLen)
+	}
+	if h.Delta && (ref == nil || len(ref) != h.PlainLen) {
+		return dst, fmt.Errorf("decode %s chunk: %w: delta of %d bytes, reference of %d (nil: %t)",
+			h.Codec, ErrRefMismatch, h.PlainLen, len(ref), ref == nil)
+	}
+	if !h.Delta {
+		ref = nil
+	}
+	payload := enc[h.HeaderLen:]
+	start := len(dst)
+	dst = grow(dst, start+h.PlainLen)
+	out := dst[start:]
+	if h.PlainLen == 0 {
+		if len(payload) != 0 {
+			return dst[:start], fmt.Errorf("decode chunk: %w: payload for an empty chunk", ErrCorrupt)
+		}
+	} else if err := cd.decodePayload(out, h, payload, ref); err != nil {
+		return dst[:start], fmt.Errorf("decode %s chunk: %w", h.Codec, err)
+	}
+	if got := checksum(out); got != h.CRC {
+		return dst[:start], fmt.Errorf("decode %s chunk: %w: crc %08x, want %08x", h.Codec, ErrChecksum, got, h.CRC)
+	}
+	return dst, nil
+}
+
+func (cd *Coder) decodePayload(out []byte, h Header, payload, ref []byte) error {
+	delta := ref != nil
+	switch h.Codec {
+	case Stored:
+		if delta || len(payload) != len(out) {
+			return fmt.Errorf("%w: stored payload of %d bytes for %d", ErrCorrupt, len(payload), len(out))
+		}
+		copy(out, payload)
+		return nil
+	case Planes:
+		return cd.decodePlanes(out, h.DType, payload, ref)
+	case DynRLE, RLE4:
+		if delta {
+			return decodeRLEDelta(out, h.DType, payload, ref, h.Codec == RLE4)
+		}
+		return decodeHuffBaseline(out, h.DType, payload)
+	case RLE4Gzip:
+		inner, err := cd.gunzipBounded(payload, rleBound(h.DType, len(out)))
+		if err != nil {
+			return err
+		}
+		if delta {
+			return decodeRLEDelta(out, h.DType, inner, ref, true)
+		}
+		return decodeHuffBaseline(out, h.DType, inner)
+	case Zstd, Gzip:
+		var err error
+		if h.Codec == Gzip {
+			err = cd.gunzipInto(out, payload)
+		} else {
+			err = cd.zstdInto(out, payload)
+		}
+		if err == nil && delta {
+			xorInto(out, out, ref)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: codec %d", ErrUnsupported, h.Codec)
+}
+
+// grow returns b with length n, reusing its array when it is large enough.
+func grow(b []byte, n int) []byte {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	nb := make([]byte, n, n+n/8)
+	copy(nb, b)
+	return nb
+}

@@ -1,0 +1,106 @@
+package encode
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+)
+
+// The real training series (see integration/py/train_series.py): ten
+// consecutive checkpoints of three trainings, as raw little-endian arrays.
+
+// seriesDir finds the series: $CKPTFS_SERIES, else .cache/series beside the
+// module's go.mod.
+func seriesDir() string {
+	if d := os.Getenv("CKPTFS_SERIES"); d != "" {
+		return d
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, ".cache", "series")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// seriesSet is one data set of the report: checkpoints of one training in
+// one dtype, oldest first.
+type seriesSet struct {
+	Name  string
+	DType DType
+	Files [][]byte
+}
+
+// loadSeries reads set/ckpt-*.<suffix>.raw, skipping the test (loudly) when
+// the series has not been generated.
+func loadSeries(tb testing.TB, set, suffix string, dt DType) seriesSet {
+	tb.Helper()
+	dir := filepath.Join(seriesDir(), set)
+	if _, err := os.Stat(filepath.Join(dir, ".done")); err != nil {
+		tb.Skipf("SKIPPED: no training series in %s: run make series (or set CKPTFS_SERIES)", dir)
+	}
+	names, err := filepath.Glob(filepath.Join(dir, "ckpt-*."+suffix+".raw"))
+	if err != nil || len(names) < 2 {
+		tb.Skipf("SKIPPED: fewer than 2 %s checkpoints in %s: run make series", suffix, dir)
+	}
+	sort.Strings(names)
+	s := seriesSet{Name: set + "/" + suffix, DType: dt}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.Files = append(s.Files, b)
+	}
+	return s
+}
+
+// benchSets are the data sets of the acceptance table.
+func benchSets(tb testing.TB) []seriesSet {
+	return []seriesSet{
+		loadSeries(tb, "adam", "fp32", Float32),
+		loadSeries(tb, "sgd", "fp32", Float32),
+		loadSeries(tb, "bf16", "bf16", BFloat16),
+	}
+}
+
+// chunkPair is one unit of work: chunk i of checkpoint k, and the same chunk
+// of checkpoint k-1 (nil for baselines).
+type chunkPair struct{ plain, ref []byte }
+
+const chunkElems = 64 << 10
+
+// deltaPairs cuts every checkpoint after the first into 64 Ki-element chunks,
+// each paired with the same chunk of the previous checkpoint (progressive).
+func (s seriesSet) deltaPairs() []chunkPair {
+	var out []chunkPair
+	cb := chunkElems * s.DType.Width()
+	for k := 1; k < len(s.Files); k++ {
+		cur, prev := s.Files[k], s.Files[k-1]
+		for off := 0; off < len(cur) && off < len(prev); off += cb {
+			end := min(off+cb, len(cur), len(prev))
+			out = append(out, chunkPair{cur[off:end], prev[off:end]})
+		}
+	}
+	return out
+}
+
+// basePairs chunks the first checkpoint, without references.
+func (s seriesSet) basePairs() []chunkPair {
+	var out []chunkPair
+	cb := chunkElems * s.DType.Width()
+	f := s.Files[0]
+	for off := 0; off < len(f); off += cb {
+		out = append(out, chunkPair{f[off:min(off+cb, len(f))], nil})
+	}
+	return out
+}
