@@ -60,7 +60,15 @@ func (s *Store) runJob(j *chunkJob) {
 		j.err = fmt.Errorf("encode %s chunk: %w", j.codec, err)
 		return
 	}
+	// A codec may store a baseline even when given a reference (a delta
+	// that does not pay): the chunk depends on its reference only if the
+	// encoded form says so.
+	h, err := encode.Inspect(enc)
+	if err != nil {
+		j.err = fmt.Errorf("inspect encoded chunk: %w", err)
+		return
+	}
 	j.enc = enc
-	j.delta = ref != nil
-	j.unchanged = ref != nil && bytes.Equal(ref, j.plain)
+	j.delta = h.Delta
+	j.unchanged = h.Delta && bytes.Equal(ref, j.plain)
 }
