@@ -1,31 +1,17 @@
 # ckptfs build, test, demo and benchmark entry points.
-# `make test` and `make demo` do all their own set-up on a fresh machine.
+# `make test` and `make demo` do all their own set-up on a fresh machine:
+# system packages (deps), the binary (build), and the real training series
+# that codec tests and benchmarks read (series).
 
 GO      ?= go
 BIN     := bin/ckptfs
 PYTHON  ?= /usr/bin/python3
 CACHE   := .cache
-GOFLAGS_TEST ?= -count=1
+# Tests that need python3-torch, numpy, protoc or /dev/fuse fail instead of
+# skipping when these are missing: deps installs them.
+export CKPTFS_REQUIRE_DEPS := 1
 
-.PHONY: all build deps test test-full test-unit lint demo bench fuzz clean series
-
-# Real training series, cached under .cache/series (never committed). Each is
-# 10 consecutive checkpoints of a real PyTorch training plus raw arrays.
-SERIES := $(CACHE)/series
-SERIES_SETS := adam sgd bf16
-TRAIN := integration/py/train_series.py
-
-series: $(foreach s,$(SERIES_SETS),$(SERIES)/$(s)/.done)
-
-$(SERIES)/adam/.done: $(TRAIN)
-	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer adam --checkpoints 10 --steps 50
-	touch $@
-$(SERIES)/sgd/.done: $(TRAIN)
-	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer sgd --checkpoints 10 --steps 50
-	touch $@
-$(SERIES)/bf16/.done: $(TRAIN)
-	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer adamw --save-dtype bf16 --checkpoints 10 --steps 50
-	touch $@
+.PHONY: all build deps lint test test-full test-unit demo bench fuzz report clean series
 
 all: build
 
@@ -36,26 +22,67 @@ build:
 deps:
 	@.ci/install-deps
 
+# Real training series, cached under .cache/series (never committed). Each is
+# 10 consecutive checkpoints, one per epoch, of a real PyTorch training (fixed
+# data set, cosine learning rate), plus raw arrays for codec benchmarks.
+# adam-stream is the harsh variant: fresh data every step, constant rate.
+SERIES      := $(CACHE)/series
+SERIES_SETS := adam sgd bf16 adam-stream
+TRAIN       := integration/py/train_series.py
+
+series: deps $(foreach s,$(SERIES_SETS),$(SERIES)/$(s)/.done)
+
+$(SERIES)/adam/.done: $(TRAIN)
+	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer adam --checkpoints 10 --steps 128
+	touch $@
+$(SERIES)/sgd/.done: $(TRAIN)
+	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer sgd --checkpoints 10 --steps 128
+	touch $@
+$(SERIES)/bf16/.done: $(TRAIN)
+	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer adamw --save-dtype bf16 --checkpoints 10 --steps 128
+	touch $@
+$(SERIES)/adam-stream/.done: $(TRAIN)
+	$(PYTHON) $(TRAIN) --out $(@D) --raw --optimizer adam --checkpoints 10 --steps 50 --data stream --schedule constant
+	touch $@
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
 test-unit:
-	$(GO) test $(GOFLAGS_TEST) ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 # The whole suite, quick variant: what CI runs.
-test: deps lint build test-unit
+test: deps lint build series test-unit
 
-# The long variant: more fault trials and random steps.
-test-full: export CKPTFS_FULL=1
+# The long variant: more fault trials, random steps and fuzz-corpus damage.
+test-full: export CKPTFS_FULL := 1
 test-full: test
 
 demo: deps build
 	./$(BIN) nandsim --workload random
 
-bench: deps build
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./...
+bench: deps build series
+	$(GO) test -run '^$$' -bench . ./...
+
+# Codec ratio and speed table (docs/CODECS.md).
+report: series
+	CKPTFS_REPORT=1 $(GO) test -count=1 -run 'TestReport' -v ./encode/
+
+# Each fuzz target for FUZZTIME (default 60s).
+FUZZTIME ?= 60s
+FUZZ_TARGETS := \
+	./encode:FuzzDecode ./encode:FuzzRoundTrip \
+	./encode/detect:FuzzDetect ./encode/detect:FuzzTorchZip ./encode/detect:FuzzTorchLegacy \
+	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
+	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle \
+	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta:FuzzRecords
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "== $$fn ($$pkg)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 clean:
 	rm -rf bin $(CACHE)

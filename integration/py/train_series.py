@@ -3,8 +3,11 @@
 
 Used by ckptfs's tests, benchmarks and demo to get realistic, consecutive
 checkpoints without any download: the data set is synthetic (a fixed random
-"teacher" network labels Gaussian inputs), the training is real (autograd, a
-real optimizer, real weight drift between checkpoints).
+"teacher" network labels Gaussian inputs, 5% of labels flipped), the training
+is real (autograd, a real optimizer, epochs over the data set, a cosine
+learning-rate schedule, real weight drift between checkpoints).
+--data stream --schedule constant gives a harsher series: fresh examples every
+step at a constant learning rate, so weights and optimizer state keep moving.
 
 Each checkpoint is OUT/ckpt-<step>.pt holding {'model', 'optimizer', 'step',
 'loss'}. With --raw, every checkpoint also gets:
@@ -94,6 +97,12 @@ def main():
                    help="dtype of the saved tensors (training always runs in fp32)")
     p.add_argument("--no-optimizer", action="store_true", help="save the model only")
     p.add_argument("--raw", action="store_true", help="also write .fp32.raw/.bf16.raw arrays")
+    p.add_argument("--data", choices=["fixed", "stream"], default="fixed",
+                   help="fixed: a data set of --samples examples seen once per epoch (a real training); "
+                        "stream: fresh random examples every step (harsher: gradients never settle)")
+    p.add_argument("--samples", type=int, default=8192, help="size of the fixed data set")
+    p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
+                   help="learning-rate schedule over the whole run (cosine decays to 1%% of --lr)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
@@ -105,19 +114,41 @@ def main():
     teacher = torch.nn.Sequential(torch.nn.Linear(in_dim, 64), torch.nn.Tanh(), torch.nn.Linear(64, classes))
     model = build_model(a.model, a.width, in_dim, classes)
     opt = build_optimizer(a.optimizer, model.parameters(), a.lr)
+    total = a.checkpoints * a.steps
+    sched = None
+    if a.schedule == "cosine":
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total, eta_min=opt.param_groups[0]["lr"] * 0.01)
+    data_x = data_y = None
+    if a.data == "fixed":
+        g = torch.Generator().manual_seed(a.seed)
+        data_x = torch.randn(a.samples, in_dim, generator=g)
+        with torch.no_grad():
+            data_y = teacher(data_x).argmax(1)
+        # Label noise, as real data has: the loss never reaches zero.
+        flip = torch.rand(a.samples, generator=g) < 0.05
+        data_y[flip] = torch.randint(0, classes, (int(flip.sum()),), generator=g)
+    order = []
     loss_fn = torch.nn.CrossEntropyLoss()
     save_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.save_dtype]
 
     step = 0
     for _ in range(a.checkpoints):
         for _ in range(a.steps):
-            x = torch.randn(batch, in_dim)
-            with torch.no_grad():
-                y = teacher(x).argmax(1)
+            if data_x is None:
+                x = torch.randn(batch, in_dim)
+                with torch.no_grad():
+                    y = teacher(x).argmax(1)
+            else:
+                if len(order) < batch:  # a new epoch: reshuffle
+                    order = torch.randperm(a.samples).tolist()
+                idx, order = order[:batch], order[batch:]
+                x, y = data_x[idx], data_y[idx]
             opt.zero_grad()
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
             step += 1
         state = {"model": model.state_dict(), "step": step, "loss": float(loss)}
         if not a.no_optimizer:
