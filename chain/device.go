@@ -11,5 +11,8 @@ type Device interface {
 	// metadata estimate and every write of the shadow device go this way.
 	Account(lpn, n int64) error
 	Trim(lpn, n int64) error
+	// SyncContent makes written pages durable; Sync also saves the
+	// simulator's state (its statistics), which is much slower.
+	SyncContent() error
 	Sync() error
 }

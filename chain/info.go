@@ -13,6 +13,7 @@ type FileInfo struct {
 	Codec       string
 	Family      string
 	Format      string
+	Pack        []meta.Extent // device pages holding the encoded chunks
 }
 
 // Info describes inode ino's committed content; nil for an empty file or a
@@ -29,7 +30,7 @@ func (s *Store) Info(ino meta.Ino) (*FileInfo, error) {
 			return err
 		}
 		info = &FileInfo{Version: v.ID, Reference: v.Ref, Depth: v.Depth, StoredBytes: v.PackBytes,
-			Codec: v.Codec, Family: v.Family, Format: v.Format}
+			Codec: v.Codec, Family: v.Family, Format: v.Format, Pack: v.Pack}
 		return nil
 	})
 	return info, notFound("info", err)

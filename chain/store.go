@@ -224,8 +224,17 @@ func (s *Store) DB() *meta.DB { return s.db }
 func (s *Store) Device() Device { return s.dev }
 func (s *Store) Shadow() Device { return s.shadow }
 
-// Sync makes everything committed so far durable: device content, FTL
-// state of both devices and metadata.
+// SyncData makes committed content durable (fsync): device pages and
+// metadata. The simulators' statistics are saved by Sync.
+func (s *Store) SyncData() error {
+	if err := s.dev.SyncContent(); err != nil {
+		return fmt.Errorf("sync device: %w", err)
+	}
+	return s.db.Sync()
+}
+
+// Sync makes everything durable: device content, the FTL state (statistics)
+// of both devices and metadata.
 func (s *Store) Sync() error {
 	if err := s.dev.Sync(); err != nil {
 		return fmt.Errorf("sync device: %w", err)

@@ -8,6 +8,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,6 +59,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	of.mu.Unlock()
 	n, err := r.ReadAt(dest, off)
 	if err != nil && err != io.EOF {
+		logrus.WithError(err).Errorf("read %s at %d", h.n.path(), off)
 		return nil, toErrno(err)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
@@ -100,7 +102,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
-	return toErrno(h.n.fsys.store.Sync())
+	return toErrno(h.n.fsys.store.SyncData())
 }
 
 // Release runs when the last descriptor of the handle is gone.

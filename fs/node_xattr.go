@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,7 +27,12 @@ func (n *Node) infoXattrs() map[string]string {
 	if err != nil || info == nil {
 		return nil
 	}
+	var pages []string
+	for _, e := range info.Pack {
+		pages = append(pages, fmt.Sprintf("%d+%d", e.Start, e.Len))
+	}
 	return map[string]string{
+		infoPrefix + "pages":        strings.Join(pages, ","),
 		infoPrefix + "stored_bytes": strconv.FormatInt(info.StoredBytes, 10),
 		infoPrefix + "codec":        info.Codec,
 		infoPrefix + "reference":    strconv.FormatUint(uint64(info.Reference), 10),

@@ -1,4 +1,4 @@
-// Package integration mounts the real ckptfs binary, as a user would, and
+// Package integration mounts the real ckptfs ckptfsBin, as a user would, and
 // drives it with real programs and real failures.
 package integration
 
@@ -16,8 +16,8 @@ import (
 	"time"
 )
 
-// binary is the ckptfs built once for the whole test run.
-var binary string
+// ckptfsBin is the ckptfs built once for the whole test run.
+var ckptfsBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ckptfs-bin-")
@@ -25,8 +25,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	binary = filepath.Join(dir, "ckptfs")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/ckptfs")
+	ckptfsBin = filepath.Join(dir, "ckptfs")
+	build := exec.Command("go", "build", "-o", ckptfsBin, "../cmd/ckptfs")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build ckptfs:", err)
@@ -102,7 +102,7 @@ func (m *mount) start() {
 	m.t.Helper()
 	args := append([]string{"mount", "--store", m.store}, m.args...)
 	args = append(args, m.dir)
-	out, err := exec.Command(binary, args...).CombinedOutput()
+	out, err := exec.Command(ckptfsBin, args...).CombinedOutput()
 	if err != nil {
 		m.t.Fatalf("ckptfs %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -114,10 +114,10 @@ func (m *mount) stop() {
 	if !isMounted(m.dir) {
 		return
 	}
-	out, err := exec.Command(binary, "umount", m.dir).CombinedOutput()
+	out, err := exec.Command(ckptfsBin, "umount", m.dir).CombinedOutput()
 	if err != nil {
 		m.t.Errorf("ckptfs umount: %v\n%s", err, out)
-		exec.Command(binary, "umount", "--lazy", m.dir).Run()
+		exec.Command(ckptfsBin, "umount", "--lazy", m.dir).Run()
 	}
 }
 
@@ -134,7 +134,7 @@ func (m *mount) path(p string) string { return filepath.Join(m.dir, p) }
 func run(t testing.TB, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(ckptfsBin, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("ckptfs %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
@@ -263,7 +263,7 @@ func pidOfMount(t testing.TB, dir string) int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) < 2 || args[0] != binary || args[1] != "mount" {
+		if len(args) < 2 || args[0] != ckptfsBin || args[1] != "mount" {
 			continue
 		}
 		for _, a := range args {

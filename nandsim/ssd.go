@@ -141,6 +141,19 @@ func (s *SSD) Sync() error {
 	return s.sync()
 }
 
+// SyncContent makes the stored page content durable without saving the FTL
+// state: what an fsync needs, since a lost state costs statistics only.
+func (s *SSD) SyncContent() error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	if err := s.st.sync(); err != nil {
+		return fmt.Errorf("sync ssd content: %w", err)
+	}
+	return nil
+}
+
 func (s *SSD) sync() error {
 	if err := s.st.sync(); err != nil {
 		return fmt.Errorf("sync ssd: %w", err)

@@ -31,6 +31,7 @@ type mountFlags struct {
 	allowOther   bool
 	debug        bool
 	cacheMiB     int
+	deviceSize   string
 	syncEvery    time.Duration
 	policy       policyFlags
 }
@@ -82,6 +83,7 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.IntVar(&f.readyFD, "ready-fd", 0, "internal: file descriptor to report readiness on")
 	fl.MarkHidden("ready-fd")
 	fl.BoolVar(&f.precondition, "precondition", false, "warm a new store's simulated SSD up to the paper's Table 8 state, so GC runs from the start")
+	fl.StringVar(&f.deviceSize, "device-size", "", "physical size of a new store's simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users access the mount")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.IntVar(&f.cacheMiB, "cache-mib", 64, "memory for rebuilt chunks (MiB)")
@@ -206,9 +208,13 @@ func serve(mp string, f mountFlags, pol chain.Policy, storedPolicy bool) error {
 		}
 		return err
 	}
+	dev, err := deviceForSize(f.deviceSize)
+	if err != nil {
+		return report(err)
+	}
 	ds, err := chain.OpenDir(f.store, chain.DirOptions{
-		Options:      chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20},
-		Precondition: f.precondition, StoredPolicy: storedPolicy})
+		Options: chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20},
+		Device:  dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
 	if errors.Is(err, meta.ErrLocked) {
 		return report(fmt.Errorf("store %s is in use by another ckptfs daemon", f.store))
 	}

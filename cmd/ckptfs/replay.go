@@ -52,7 +52,7 @@ func newReplayCommand() *cobra.Command {
 		pf                            policyFlags
 		precondition, keep            string
 		asJSON, compare, quiet, files bool
-		workDir                       string
+		workDir, deviceSize           string
 		interval                      time.Duration
 	)
 	cmd := &cobra.Command{
@@ -75,7 +75,11 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 			if err != nil {
 				return err
 			}
-			o := chain.ReplayOptions{Policy: pol, WorkDir: workDir, Interval: interval}
+			dev, err := deviceForSize(deviceSize)
+			if err != nil {
+				return err
+			}
+			o := chain.ReplayOptions{Policy: pol, WorkDir: workDir, Interval: interval, Device: dev}
 			switch precondition {
 			case "none":
 			case "paper":
@@ -134,6 +138,7 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 	fl.BoolVar(&compare, "compare", false, "run the paper's seven methods and planes and print one table")
 	fl.BoolVar(&quiet, "quiet", false, "no progress bar")
 	fl.BoolVar(&files, "files", false, "also list the files kept at the end")
+	fl.StringVar(&deviceSize, "device-size", "", "physical size of the simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
 	fl.StringVar(&workDir, "work-dir", "", "directory for the throw-away store (default: the system temp dir)")
 	fl.DurationVar(&interval, "interval", 20*time.Minute, "time between checkpoints, for the lifetime projection")
 	return cmd

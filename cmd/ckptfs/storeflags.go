@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/encode"
+	"github.com/ckptfs/ckptfs/nandsim"
 	"github.com/spf13/pflag"
 )
 
@@ -47,6 +49,44 @@ func codecNames() string {
 		names = append(names, c.String())
 	}
 	return strings.Join(names, ", ")
+}
+
+// deviceForSize returns the paper's Table 4 device with as many blocks per
+// chip as make size bytes of physical flash (8 channels, 64-page blocks).
+func deviceForSize(size string) (nandsim.Config, error) {
+	cfg := nandsim.DefaultConfig()
+	if size == "" {
+		return cfg, nil
+	}
+	bytes, err := parseSize(size)
+	if err != nil {
+		return cfg, fmt.Errorf("--device-size: %w", err)
+	}
+	perBlock := int64(cfg.Channels*cfg.ChipsPerChannel*cfg.PagesPerBlock) * int64(cfg.PageSize)
+	cfg.BlocksPerChip = int(bytes / perBlock)
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("--device-size %s: %w", size, err)
+	}
+	return cfg, nil
+}
+
+// parseSize reads "64MiB", "32GiB", "1.5GB", "4096".
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"", 1}}
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), 64)
+			if err != nil || v <= 0 {
+				return 0, fmt.Errorf("size %q: want a positive number with an optional unit (KiB, MiB, GiB, ...)", s)
+			}
+			return int64(v * u.mult), nil
+		}
+	}
+	return 0, fmt.Errorf("size %q not understood", s)
 }
 
 // defaultStoreDir is where a mount point's store lives unless --store says
