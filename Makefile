@@ -60,8 +60,9 @@ test: deps lint build series test-unit
 test-full: export CKPTFS_FULL := 1
 test-full: test
 
+# Mount, train a real model into it, verify, report, unmount.
 demo: deps build
-	./$(BIN) nandsim --workload random
+	BIN=$(BIN) PYTHON=$(PYTHON) integration/demo/demo.sh
 
 bench: deps build series
 	$(GO) test -run '^$$' -bench . ./...

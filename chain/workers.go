@@ -27,6 +27,12 @@ type chunkJob struct {
 	err       error
 }
 
+// storedOverhead is what the stored codec adds to a chunk: its header.
+var storedOverhead = func() int {
+	enc, _ := encode.Encode(nil, encode.Stored, encode.Bytes, nil, nil)
+	return len(enc)
+}()
+
 func (s *Store) startWorkers() {
 	jobs := make(chan *chunkJob, s.workers)
 	s.jobs = jobs
@@ -59,6 +65,14 @@ func (s *Store) runJob(j *chunkJob) {
 	if err != nil {
 		j.err = fmt.Errorf("encode %s chunk: %w", j.codec, err)
 		return
+	}
+	// Tiny or random chunks can grow when coded: never store more than
+	// the plain bytes and a header.
+	if len(enc) > len(j.plain)+storedOverhead && j.codec != encode.Stored {
+		if enc, err = encode.Encode(enc[:0], encode.Stored, j.dtype, j.plain, nil); err != nil {
+			j.err = fmt.Errorf("encode stored chunk: %w", err)
+			return
+		}
 	}
 	// A codec may store a baseline even when given a reference (a delta
 	// that does not pay): the chunk depends on its reference only if the

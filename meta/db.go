@@ -68,7 +68,7 @@ func Open(path string, opts Options) (*DB, error) {
 		timeout = time.Second
 	}
 	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoSync: opts.NoSync,
-		FreelistType: bolt.FreelistMapType})
+		FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}

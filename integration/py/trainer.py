@@ -11,8 +11,8 @@ Layouts (--layout):
              fsync, os.replace, like PyTorch Lightning
 
 Every save is also written to --mirror (a plain directory) with the same
-name, so a test can compare the two byte for byte. Batches are drawn from a
-generator seeded by the step, so a run resumed (--resume) from a checkpoint
+name, so a test can compare the two byte for byte. Batches come from a fixed data
+set in epochs and depend only on the step, so a run resumed (--resume) from a checkpoint
 continues exactly as an uninterrupted run would: it prints "step N loss L"
 for every step.
 """
@@ -26,12 +26,27 @@ import sys
 import torch
 
 
-def batch(step, in_dim, teacher):
-    g = torch.Generator().manual_seed(1000 + step)
-    x = torch.randn(64, in_dim, generator=g)
-    with torch.no_grad():
-        y = teacher(x).argmax(1)
-    return x, y
+class Data:
+    """A fixed data set (a teacher network labels Gaussian inputs, 5% of
+    labels flipped) seen in epochs. The batch of a step depends only on the
+    step, so a resumed run sees exactly the batches an uninterrupted one
+    would."""
+
+    def __init__(self, in_dim, teacher, samples=8192, batch=64):
+        g = torch.Generator().manual_seed(7)
+        self.x = torch.randn(samples, in_dim, generator=g)
+        with torch.no_grad():
+            self.y = teacher(self.x).argmax(1)
+        flip = torch.rand(samples, generator=g) < 0.05
+        self.y[flip] = torch.randint(0, 10, (int(flip.sum()),), generator=g)
+        self.batch = batch
+        self.per_epoch = samples // batch
+
+    def at(self, step):
+        epoch, i = divmod(step - 1, self.per_epoch)
+        perm = torch.randperm(len(self.x), generator=torch.Generator().manual_seed(epoch))
+        idx = perm[i * self.batch:(i + 1) * self.batch]
+        return self.x[idx], self.y[idx]
 
 
 def main():
@@ -58,7 +73,7 @@ def main():
     opt = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
            "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3),
            "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3)}[a.optimizer](model.parameters())
-    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=50, gamma=0.5)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=512, gamma=0.5)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.save_dtype]
     os.makedirs(a.out, exist_ok=True)
     if a.mirror:
@@ -70,8 +85,9 @@ def main():
         print("resumed at step %d" % start, file=sys.stderr)
 
     loss_fn = torch.nn.CrossEntropyLoss()
+    data = Data(in_dim, teacher)
     for step in range(start + 1, a.steps + 1):
-        x, y = batch(step, in_dim, teacher)
+        x, y = data.at(step)
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
