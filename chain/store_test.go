@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"sort"
 	"syscall"
 	"testing"
@@ -434,4 +436,27 @@ func TestReopenKeepsEverything(t *testing.T) {
 		t.Fatal("first save after reopen did not delta against the family")
 	}
 	mustCheck(t, ds.Store, true)
+}
+
+// TestSyncDataLeavesStatistics: fsync (SyncData) makes data durable without
+// saving the simulators' FTL state, which is tens of MB on a full-size
+// device and only statistics; Sync saves it.
+func TestSyncDataLeavesStatistics(t *testing.T) {
+	dir := t.TempDir()
+	ds := openTestStore(t, dir, DefaultPolicy())
+	defer ds.Close()
+	state := filepath.Join(dir, DeviceStateFile)
+	writeFile(t, ds.Store, "a.npy", npyFile(trainingSeries(1, 10_000, 1)[0]), 1<<16)
+	if err := ds.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Fatalf("SyncData wrote the FTL state (%v)", err)
+	}
+	if err := ds.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Fatalf("Sync did not save the FTL state: %v", err)
+	}
 }
