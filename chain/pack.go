@@ -104,42 +104,34 @@ func appendExtents(dst, exts []meta.Extent) []meta.Extent {
 	return dst
 }
 
-// readPack reads n bytes at offset off of the pack laid out on extents.
+// readPack reads n bytes at offset off of the pack laid out on extents into
+// a fresh slice (it ends up owned by the caller).
 func (s *Store) readPack(extents []meta.Extent, off, n int64) ([]byte, error) {
 	ps := int64(s.pageSize)
-	out := make([]byte, 0, n)
-	firstPage := off / ps
-	skip := off % ps
+	first := off / ps
+	pages := (off%ps + n + ps - 1) / ps
+	buf := make([]byte, pages*ps)
 	var pageBase int64 // pack page index of the current extent's first page
+	got := int64(0)    // pages read into buf
 	for _, e := range extents {
-		if n <= 0 {
+		if got == pages {
 			break
 		}
-		if firstPage >= pageBase+e.Len {
+		want := first + got // next pack page needed
+		if want >= pageBase+e.Len {
 			pageBase += e.Len
 			continue
 		}
-		start := firstPage - pageBase
-		pages := (skip + n + ps - 1) / ps
-		if pages > e.Len-start {
-			pages = e.Len - start
+		start := want - pageBase
+		k := min(e.Len-start, pages-got)
+		if err := s.dev.ReadPages(e.Start+start, buf[got*ps:(got+k)*ps]); err != nil {
+			return nil, fmt.Errorf("read %d pages at %d: %w", k, e.Start+start, err)
 		}
-		buf := make([]byte, pages*ps)
-		if err := s.dev.ReadPages(e.Start+start, buf); err != nil {
-			return nil, fmt.Errorf("read %d pages at %d: %w", pages, e.Start+start, err)
-		}
-		take := int64(len(buf)) - skip
-		if take > n {
-			take = n
-		}
-		out = append(out, buf[skip:skip+take]...)
-		n -= take
-		skip = 0
-		firstPage += pages
+		got += k
 		pageBase += e.Len
 	}
-	if n > 0 {
-		return nil, fmt.Errorf("pack ends %d bytes before the chunk does: %w", n, errCorruptManifest)
+	if got < pages {
+		return nil, fmt.Errorf("pack ends %d pages before the chunk does: %w", pages-got, errCorruptManifest)
 	}
-	return out, nil
+	return buf[off%ps : off%ps+n], nil
 }

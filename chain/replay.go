@@ -67,7 +67,11 @@ func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: o.Policy, CacheBytes: o.CacheBytes},
+	cache := o.CacheBytes
+	if cache <= 0 {
+		cache = 32 << 20 // replay reads each file once: a small cache does
+	}
+	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: o.Policy, CacheBytes: cache},
 		Device: o.Device, Precondition: o.Precondition, NoSync: true})
 	if err != nil {
 		return nil, err

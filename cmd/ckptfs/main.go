@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -16,7 +17,7 @@ import (
 var version = "dev"
 
 func newRootCommand() *cobra.Command {
-	var logLevel string
+	var logLevel, memLimit string
 	root := &cobra.Command{
 		Use:   "ckptfs",
 		Short: "A checkpoint filesystem that stores training checkpoints as float deltas",
@@ -33,11 +34,23 @@ write volume and flash wear that saves compared with a plain filesystem.`,
 			}
 			logrus.SetLevel(level)
 			logrus.SetOutput(os.Stderr)
+			// A soft heap limit makes the collector work before garbage
+			// doubles the live set (the simulators' maps and the chunk
+			// cache), so memory stays bounded whatever the file size.
+			if os.Getenv("GOMEMLIMIT") == "" && memLimit != "" {
+				n, err := parseSize(memLimit)
+				if err != nil {
+					return fmt.Errorf("--memory-limit: %w", err)
+				}
+				debug.SetMemoryLimit(n)
+			}
 			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warning",
 		"log verbosity: panic, fatal, error, warning, info, debug or trace")
+	root.PersistentFlags().StringVar(&memLimit, "memory-limit", "256MiB",
+		"soft limit for the Go heap (GOMEMLIMIT overrides it); the 32 GiB simulated SSD and its shadow alone take about 130 MB")
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}

@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// memoryLimitKB is the bound issues 5 and 6 set on peak RSS.
+const memoryLimitKB = 300 << 10
+
+// bigCheckpoint writes an .npy of size bytes of drifting float32 values,
+// streamed, so the test itself stays small.
+func bigCheckpoint(t *testing.T, dir string, size int64) string {
+	t.Helper()
+	path := filepath.Join(dir, "ckpt-1.npy")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	n := (size - 128) / 4
+	h := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", n)
+	for (10+len(h)+1)%64 != 0 {
+		h += " "
+	}
+	w.WriteString("\x93NUMPY\x01\x00")
+	binary.Write(w, binary.LittleEndian, uint16(len(h)+1))
+	w.WriteString(h + "\n")
+	var b [4]byte
+	x := uint32(1)
+	for i := int64(0); i < n; i++ {
+		x = x*1664525 + 1013904223
+		v := float32(math.Sin(float64(i)*1e-3))*0.05 + float32(x>>8)/(1<<24)*1e-3
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+		w.Write(b[:])
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func bigSize() int64 {
+	if full() {
+		return 4 << 30
+	}
+	return 1 << 30
+}
+
+// TestReplayMemoryBounded: replaying a checkpoint far larger than the
+// memory bound streams through (peak RSS under 300 MB).
+func TestReplayMemoryBounded(t *testing.T) {
+	dir := t.TempDir()
+	file := bigCheckpoint(t, dir, bigSize())
+	cmd := exec.Command(ckptfsBin, "replay", "--quiet", "--json", "--work-dir", dir, file)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("replay: %v\n%.2000s", err, out)
+	}
+	maxrss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	t.Logf("replay of %d MiB: peak RSS %d MiB", bigSize()>>20, maxrss>>10)
+	if maxrss > memoryLimitKB {
+		t.Fatalf("replay peak RSS %d KiB, bound %d KiB", maxrss, memoryLimitKB)
+	}
+}
+
+// TestDaemonMemoryBounded: the daemon's peak RSS while a big checkpoint is
+// written into the mount and read back stays under 300 MB.
+func TestDaemonMemoryBounded(t *testing.T) {
+	m := newMount(t)
+	src := bigCheckpoint(t, t.TempDir(), bigSize())
+	if out, err := exec.Command("cp", src, m.path("ckpt-1.npy")).CombinedOutput(); err != nil {
+		t.Fatalf("cp in: %v %s", err, out)
+	}
+	if !sameContent(t, src, m.path("ckpt-1.npy")) {
+		t.Fatal("read back differs")
+	}
+	hwm := vmHWM(t, pidOfMount(t, m.dir))
+	t.Logf("daemon peak RSS after writing and reading %d MiB: %d MiB", bigSize()>>20, hwm>>10)
+	if hwm > memoryLimitKB {
+		t.Fatalf("daemon peak RSS %d KiB, bound %d KiB", hwm, memoryLimitKB)
+	}
+}
+
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%d", &kb)
+			return kb
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
