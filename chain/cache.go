@@ -76,16 +76,6 @@ func (c *chunkCache) get(k chunkKey, load func() ([]byte, error)) ([]byte, error
 	return call.val, call.err
 }
 
-// put caches plain bytes that the caller already has (an ingest's chunks,
-// which the next version of the family will want as references).
-func (c *chunkCache) put(k chunkKey, v []byte) {
-	c.mu.Lock()
-	if _, ok := c.items[k]; !ok {
-		c.insertLocked(k, v)
-	}
-	c.mu.Unlock()
-}
-
 func (c *chunkCache) insertLocked(k chunkKey, v []byte) {
 	if int64(len(v)) > c.max/4 {
 		return // one chunk must not flush the cache

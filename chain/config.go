@@ -75,7 +75,7 @@ type Policy struct {
 
 // DefaultPolicy is what `ckptfs mount` uses without flags.
 func DefaultPolicy() Policy {
-	return Policy{Codec: encode.Planes, Scheme: Progressive, SnapDis: SnapDisAuto, MaxDepth: 10}
+	return Policy{Codec: encode.Planes, Scheme: Progressive, SnapDis: SnapDisAuto, MaxDepth: 5}
 }
 
 // Validate refuses policies the store cannot follow.

@@ -84,10 +84,13 @@ func (s *Store) NewIngest(filePath string) (*Ingest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest %s: choose reference: %w", filePath, err)
 	}
+	var refID meta.VersionID
 	if in.ref != nil {
 		s.pin(in.ref.ID)
 		in.refDepth = in.ref.Depth
+		refID = in.ref.ID
 	}
+	s.refs.startSave(in.family, refID)
 	return in, nil
 }
 
@@ -153,7 +156,7 @@ func (in *Ingest) appendData(data []byte) error {
 	cb := in.chunkBytes()
 	for len(data) > 0 {
 		if in.chunkBuf == nil {
-			in.chunkBuf = make([]byte, 0, cb)
+			in.chunkBuf = getBuf(cb)[:0]
 		}
 		n := min(cb-len(in.chunkBuf), len(data))
 		in.chunkBuf = append(in.chunkBuf, data[:n]...)
@@ -189,6 +192,7 @@ func (in *Ingest) submitChunk() error {
 			refOff := rs.Offset + int64(in.chunkIdx)*cb
 			if refLen := min(cb, rs.Offset+rs.Length-refOff); refLen == c.Length {
 				j.refVer, j.refOff = in.ref.ID, refOff
+				j.takeRef = in.pol.Scheme == Progressive
 				c.RefOffset = refOff
 			}
 		}
@@ -217,6 +221,7 @@ func (in *Ingest) collect() error {
 		return pc.job.err
 	}
 	off, err := in.pack.Append(pc.job.enc)
+	putBuf(pc.job.enc)
 	if err != nil {
 		return err
 	}
@@ -232,10 +237,13 @@ func (in *Ingest) collect() error {
 		in.unchanged++
 	}
 	in.chunks = append(in.chunks, c)
-	// The next version of the family will want these bytes as references;
-	// a cache hit saves rebuilding them through the delta chain.
-	if in.segments[c.Segment].Tensor {
-		in.s.cache.put(chunkKey{in.id, c.Offset}, pc.job.plain)
+	// The next version of the family will want these bytes as references:
+	// keeping them saves rebuilding them through the delta chain.
+	// Its buffer goes to the tier if kept there, else back to the pool.
+	kept := in.segments[c.Segment].Tensor && (in.pol.Scheme == Progressive || in.ref == nil) &&
+		in.s.refs.offer(chunkKey{in.id, c.Offset}, in.family, pc.job.plain)
+	if !kept {
+		putBuf(pc.job.plain)
 	}
 	return nil
 }
@@ -301,9 +309,11 @@ func (in *Ingest) Finish() (*Pending, error) {
 func (in *Ingest) Abort() {
 	for len(in.queue) > 0 {
 		<-in.queue[0].job.done
+		putBuf(in.queue[0].job.plain)
 		in.queue = in.queue[1:]
 	}
 	in.pack.Abort()
+	in.s.refs.dropVersion(in.id)
 	in.release()
 	in.err = fmt.Errorf("ingest aborted")
 }

@@ -170,6 +170,13 @@ func (ds *DirStore) closeDevices() error {
 	return errors.Join(errs...)
 }
 
+// MemoryNeeded estimates the memory the two simulated SSDs hold (their FTL
+// maps and per-block arrays), for sizing the heap limit.
+func (ds *DirStore) MemoryNeeded() int64 {
+	cfg := ds.Dev.Config()
+	return 2 * 8 * int64(cfg.Channels*cfg.ChipsPerChannel*cfg.BlocksPerChip*cfg.PagesPerBlock)
+}
+
 // Close saves the device state and closes everything.
 func (ds *DirStore) Close() error {
 	if ds.Store != nil {

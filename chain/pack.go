@@ -104,13 +104,13 @@ func appendExtents(dst, exts []meta.Extent) []meta.Extent {
 	return dst
 }
 
-// readPack reads n bytes at offset off of the pack laid out on extents into
-// a fresh slice (it ends up owned by the caller).
-func (s *Store) readPack(extents []meta.Extent, off, n int64) ([]byte, error) {
+// readPack reads n bytes at offset off of the pack laid out on extents. The
+// bytes live in a pooled buffer: the caller gives it back with putBuf(full).
+func (s *Store) readPack(extents []meta.Extent, off, n int64) (data, full []byte, err error) {
 	ps := int64(s.pageSize)
 	first := off / ps
 	pages := (off%ps + n + ps - 1) / ps
-	buf := make([]byte, pages*ps)
+	buf := getBuf(int(pages * ps))
 	var pageBase int64 // pack page index of the current extent's first page
 	got := int64(0)    // pages read into buf
 	for _, e := range extents {
@@ -125,13 +125,15 @@ func (s *Store) readPack(extents []meta.Extent, off, n int64) ([]byte, error) {
 		start := want - pageBase
 		k := min(e.Len-start, pages-got)
 		if err := s.dev.ReadPages(e.Start+start, buf[got*ps:(got+k)*ps]); err != nil {
-			return nil, fmt.Errorf("read %d pages at %d: %w", k, e.Start+start, err)
+			putBuf(buf)
+			return nil, nil, fmt.Errorf("read %d pages at %d: %w", k, e.Start+start, err)
 		}
 		got += k
 		pageBase += e.Len
 	}
 	if got < pages {
-		return nil, fmt.Errorf("pack ends %d pages before the chunk does: %w", pages-got, errCorruptManifest)
+		putBuf(buf)
+		return nil, nil, fmt.Errorf("pack ends %d pages before the chunk does: %w", pages-got, errCorruptManifest)
 	}
-	return buf[off%ps : off%ps+n], nil
+	return buf[off%ps : off%ps+n], buf, nil
 }

@@ -31,12 +31,12 @@ type Reader struct {
 	crc     uint32 // over [0, crcOff) when reads came in order
 	crcOff  int64
 	lastEnd int64
-	ahead   int64 // offset of the chunk being prefetched, -1 if none
+	ahead   int64 // end of the chunks already prefetched
 }
 
 // OpenVersion opens a committed or pending version for reading.
 func (s *Store) OpenVersion(id meta.VersionID) (*Reader, error) {
-	r := &Reader{s: s, id: id, ahead: -1}
+	r := &Reader{s: s, id: id}
 	if id == 0 {
 		return r, nil // empty file
 	}
@@ -114,24 +114,37 @@ func (r *Reader) account(p []byte, off int64) error {
 	return nil
 }
 
-// readAhead starts rebuilding the chunk after last when reads are
-// sequential, so it is ready when asked for.
+// readAhead starts rebuilding the next chunks when reads are sequential,
+// so they are ready when asked for: up to one per worker in flight, which
+// is the paper's two buffers (Fig. 11) generalised to the cores there are.
 func (r *Reader) readAhead(start, end int64, last meta.Chunk) {
 	r.mu.Lock()
 	sequential := start == r.lastEnd
 	r.lastEnd = end
-	next := last.End()
-	if !sequential || next >= r.size || r.ahead == next {
+	if !sequential {
 		r.mu.Unlock()
 		return
 	}
-	r.ahead = next
 	r.mu.Unlock()
-	c, err := r.chunkFor(next)
-	if err != nil {
-		return
+	// The window is the workers chunks after the last one read; start
+	// only those not started yet.
+	from := last.End()
+	for i := 0; i < r.s.workers && from < r.size; i++ {
+		c, err := r.chunkFor(from)
+		if err != nil {
+			return
+		}
+		from = c.End()
+		r.mu.Lock()
+		started := c.End() <= r.ahead
+		if !started {
+			r.ahead = c.End()
+		}
+		r.mu.Unlock()
+		if !started {
+			go func() { _, _ = r.s.chunkPlain(r.id, c.Offset) }()
+		}
 	}
-	go func() { _, _ = r.s.chunkPlain(r.id, c.Offset) }()
 }
 
 // chunkFor returns the chunk holding file offset off.

@@ -100,8 +100,11 @@ func (tx *Tx) freeVersion(v *meta.Version) error {
 			}
 		}
 	}
-	cache, id := tx.s.cache, v.ID
-	tx.OnCommit(func() { cache.dropVersion(id) })
+	s, id := tx.s, v.ID
+	tx.OnCommit(func() {
+		s.cache.dropVersion(id)
+		s.refs.dropVersion(id)
+	})
 	return nil
 }
 

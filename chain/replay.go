@@ -31,6 +31,9 @@ type ReplayOptions struct {
 	Interval time.Duration
 	// Progress, if set, is told how many input bytes have been processed.
 	Progress func(done, total int64)
+	// Opened, if set, is called once the throw-away store is open, with the
+	// memory its chunk cache may use.
+	Opened func(ds *DirStore, cacheBytes int64)
 }
 
 // ReplayStep is what happened to one input file.
@@ -77,6 +80,9 @@ func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
 		return nil, err
 	}
 	defer ds.Close()
+	if o.Opened != nil {
+		o.Opened(ds, cache)
+	}
 	rel, total, err := relativePaths(files)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,8 @@ type Options struct {
 	// accounted to (the estimate of bbolt's page writes). 0: 1/256 of the
 	// device, at least 64 pages.
 	MetaPages int64
-	// CacheBytes bounds the cache of rebuilt chunks. 0: 64 MiB.
+	// CacheBytes bounds the memory for plain chunks: references kept for
+	// the next save of each family, and rebuilt chunks for reads. 0: 64 MiB.
 	CacheBytes int64
 	// Workers encode and decode chunks in parallel. 0: GOMAXPROCS.
 	Workers int
@@ -42,6 +43,7 @@ type Store struct {
 	layout   Layout
 	pageSize int
 	cache    *chunkCache
+	refs     *refTier
 	workers  int
 	now      func() time.Time
 
@@ -92,7 +94,10 @@ func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
 	if cacheBytes <= 0 {
 		cacheBytes = 64 << 20
 	}
-	s.cache = newChunkCache(cacheBytes)
+	// Most of the memory goes to the reference tier: saving is the hot
+	// path; reads share the rest.
+	s.refs = newRefTier(cacheBytes * 5 / 8)
+	s.cache = newChunkCache(cacheBytes - cacheBytes*5/8)
 	s.metaPages = opts.MetaPages
 	if s.metaPages <= 0 {
 		s.metaPages = max(64, dev.LogicalPages()/256)

@@ -19,6 +19,9 @@ type chunkJob struct {
 	plain  []byte
 	refVer meta.VersionID // 0: baseline
 	refOff int64
+	// takeRef: the reference will not be wanted again (progressive), so
+	// it leaves the reference tier when used.
+	takeRef bool
 
 	done      chan struct{}
 	enc       []byte
@@ -48,8 +51,14 @@ func (s *Store) startWorkers() {
 
 func (s *Store) runJob(j *chunkJob) {
 	var ref []byte
+	taken := false
 	if j.refVer != 0 {
-		r, err := s.chunkPlain(j.refVer, j.refOff)
+		r, ok := s.refs.get(chunkKey{j.refVer, j.refOff}, j.takeRef)
+		taken = ok && j.takeRef
+		var err error
+		if !ok {
+			r, err = s.chunkPlain(j.refVer, j.refOff)
+		}
 		switch {
 		case err != nil:
 			// A damaged reference must not stop the save: a baseline is
@@ -61,7 +70,11 @@ func (s *Store) runJob(j *chunkJob) {
 			ref = r
 		}
 	}
-	enc, err := encode.Encode(nil, j.codec, j.dtype, j.plain, ref)
+	if taken {
+		// A reference taken from the tier belongs to this job alone.
+		defer putBuf(ref)
+	}
+	enc, err := encode.Encode(getBuf(len(j.plain) + 64)[:0], j.codec, j.dtype, j.plain, ref)
 	if err != nil {
 		j.err = fmt.Errorf("encode %s chunk: %w", j.codec, err)
 		return

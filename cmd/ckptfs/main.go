@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/ckptfs/ckptfs/chain"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 )
@@ -34,27 +35,49 @@ write volume and flash wear that saves compared with a plain filesystem.`,
 			}
 			logrus.SetLevel(level)
 			logrus.SetOutput(os.Stderr)
-			// A soft heap limit makes the collector work before garbage
-			// doubles the live set (the simulators' maps and the chunk
-			// cache), so memory stays bounded whatever the file size.
-			if os.Getenv("GOMEMLIMIT") == "" && memLimit != "" {
-				n, err := parseSize(memLimit)
-				if err != nil {
-					return fmt.Errorf("--memory-limit: %w", err)
-				}
-				debug.SetMemoryLimit(n)
-			}
-			return nil
+			return setMemoryLimit(memLimit, 0)
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warning",
 		"log verbosity: panic, fatal, error, warning, info, debug or trace")
-	root.PersistentFlags().StringVar(&memLimit, "memory-limit", "256MiB",
-		"soft limit for the Go heap (GOMEMLIMIT overrides it); the 32 GiB simulated SSD and its shadow alone take about 130 MB")
+	root.PersistentFlags().StringVar(&memLimit, "memory-limit", "auto",
+		"soft limit for the Go heap, or auto: what the open store needs (its two simulated SSDs' maps, about 8 bytes per 4 KiB of flash each, plus the chunk cache) and 64 MiB; GOMEMLIMIT overrides it")
+	memLimitFlag = &memLimit
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
 	return root
+}
+
+// memLimitFlag is the --memory-limit value, for commands that open a store.
+var memLimitFlag *string
+
+// setMemoryLimit applies --memory-limit. A soft heap limit makes the
+// collector work before garbage doubles the live set (the simulators' maps
+// and the chunk cache dominate it), so memory stays bounded whatever the file
+// size; too low a limit makes the collector run without end, so "auto"
+// follows what the store holds (need, 0 before a store is open).
+func setMemoryLimit(value string, need int64) error {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return nil
+	}
+	if value != "auto" {
+		n, err := parseSize(value)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
+		debug.SetMemoryLimit(n)
+		return nil
+	}
+	debug.SetMemoryLimit(max(need, 160<<20) + 64<<20)
+	return nil
+}
+
+// limitMemoryFor applies an automatic --memory-limit for an open store.
+func limitMemoryFor(ds *chain.DirStore, cacheBytes int64) {
+	if memLimitFlag != nil {
+		_ = setMemoryLimit(*memLimitFlag, ds.MemoryNeeded()+cacheBytes)
+	}
 }
 
 // subcommands holds one constructor per subcommand; each subcommand's file

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ type mountFlags struct {
 	cacheMiB     int
 	deviceSize   string
 	syncEvery    time.Duration
+	cpuProfile   string
 	policy       policyFlags
 }
 
@@ -88,6 +90,8 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.IntVar(&f.cacheMiB, "cache-mib", 64, "memory for rebuilt chunks (MiB)")
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
+	fl.MarkHidden("cpuprofile")
 	f.policy.register(fl)
 	return cmd
 }
@@ -192,6 +196,16 @@ func daemonize(out io.Writer, mp, store string) error {
 
 // serve mounts and serves until unmounted or signalled.
 func serve(mp string, f mountFlags, pol chain.Policy, storedPolicy bool) error {
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); pf.Close() }()
+	}
 	var ready *os.File
 	if f.readyFD > 0 {
 		ready = os.NewFile(uintptr(f.readyFD), "ready")
@@ -221,6 +235,7 @@ func serve(mp string, f mountFlags, pol chain.Policy, storedPolicy bool) error {
 	if err != nil {
 		return report(err)
 	}
+	limitMemoryFor(ds, int64(f.cacheMiB)<<20)
 	fsys := fs.New(ds.Store)
 	fsys.Stats = func() ([]byte, error) {
 		rep, err := ds.Report(chain.ReportOptions{})

@@ -79,7 +79,7 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 			if err != nil {
 				return err
 			}
-			o := chain.ReplayOptions{Policy: pol, WorkDir: workDir, Interval: interval, Device: dev}
+			o := chain.ReplayOptions{Policy: pol, WorkDir: workDir, Interval: interval, Device: dev, Opened: limitMemoryFor}
 			switch precondition {
 			case "none":
 			case "paper":

@@ -1,0 +1,143 @@
+package chain
+
+import (
+	"sync"
+
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// refTier keeps the plain chunks of the versions the next saves will delta
+// against. An LRU cache smaller than a checkpoint would evict each chunk
+// just before it is wanted (a sequential scan is LRU's worst case), so this
+// tier does not evict to make room for the chunk being offered: a save
+// offers its chunks while there is room, and the next save of the family
+// takes each one out as it uses it, freeing room for its own. The first
+// bytes of every checkpoint thus never need rebuilding through the delta
+// chain; a checkpoint that fits, none of them. Under the chain scheme the
+// reference is the family's baseline, used by every version: only baselines
+// are offered, and they are read without being taken.
+//
+// Entries go stale when a family stops saving; versions of families that
+// have not started a save for staleAfter saves of any family are evicted
+// when room is short, oldest first.
+type refTier struct {
+	mu    sync.Mutex
+	max   int64
+	size  int64
+	items map[chunkKey][]byte
+	vers  map[meta.VersionID]*tierVersion
+	gen   uint64 // counts saves started
+	hits  int64
+}
+
+type tierVersion struct {
+	family string
+	gen    uint64 // when the family last started a save or offered this
+	bytes  int64
+}
+
+const staleAfter = 8
+
+func newRefTier(max int64) *refTier {
+	return &refTier{max: max, items: map[chunkKey][]byte{}, vers: map[meta.VersionID]*tierVersion{}}
+}
+
+// startSave notes that family starts a save against ref (0: a baseline):
+// its other versions will not be wanted again.
+func (t *refTier) startSave(family string, ref meta.VersionID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	for id, v := range t.vers {
+		if v.family != family {
+			continue
+		}
+		if id == ref {
+			v.gen = t.gen
+		} else {
+			t.dropLocked(id)
+		}
+	}
+}
+
+// offer keeps v, a chunk of a version of family, if there is room (after
+// evicting stale families' versions if need be); it reports whether it did.
+func (t *refTier) offer(k chunkKey, family string, v []byte) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.items[k]; ok {
+		return false
+	}
+	for t.size+int64(len(v)) > t.max {
+		if !t.evictStaleLocked() {
+			return false
+		}
+	}
+	tv := t.vers[k.v]
+	if tv == nil {
+		tv = &tierVersion{family: family}
+		t.vers[k.v] = tv
+	}
+	tv.gen = t.gen
+	tv.bytes += int64(len(v))
+	t.items[k] = v
+	t.size += int64(len(v))
+	return true
+}
+
+// get returns chunk k; with take it also removes it.
+func (t *refTier) get(k chunkKey, take bool) ([]byte, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.items[k]
+	if !ok {
+		return nil, false
+	}
+	t.hits++
+	if take {
+		delete(t.items, k)
+		t.size -= int64(len(v))
+		if tv := t.vers[k.v]; tv != nil {
+			if tv.bytes -= int64(len(v)); tv.bytes <= 0 {
+				delete(t.vers, k.v)
+			}
+		}
+	}
+	return v, true
+}
+
+// dropVersion forgets a version (freed, or an abandoned save).
+func (t *refTier) dropVersion(id meta.VersionID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.dropLocked(id)
+}
+
+func (t *refTier) dropLocked(id meta.VersionID) {
+	if _, ok := t.vers[id]; !ok {
+		return
+	}
+	for k, b := range t.items {
+		if k.v == id {
+			delete(t.items, k)
+			t.size -= int64(len(b))
+		}
+	}
+	delete(t.vers, id)
+}
+
+// evictStaleLocked drops the stalest version idle for staleAfter saves.
+func (t *refTier) evictStaleLocked() bool {
+	var victim meta.VersionID
+	oldest := t.gen
+	for id, v := range t.vers {
+		if v.gen+staleAfter <= t.gen && v.gen <= oldest {
+			victim, oldest = id, v.gen
+		}
+	}
+	if victim == 0 {
+		return false
+	}
+	t.dropLocked(victim)
+	return true
+}
