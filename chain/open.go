@@ -135,6 +135,17 @@ func storedPolicy(db *meta.DB, p Policy, useStored bool) (Policy, error) {
 	return p, err
 }
 
+// StoreDevice is the simulated SSD of a new store: the paper's Table 4
+// device, whose GC, once free blocks fall under the 5% reserve, cleans just
+// past it (as DiskSim's threshold GC does) rather than up to a higher mark,
+// so that erases follow the workload instead of coming in bursts of
+// hundreds of blocks that small workloads would either all see or miss.
+func StoreDevice() nandsim.Config {
+	cfg := nandsim.DefaultConfig()
+	cfg.GCHighWater = cfg.GCReserve
+	return cfg
+}
+
 // deviceConfig returns the store's device geometry, recording want (or the
 // default) for a new store.
 func deviceConfig(db *meta.DB, want nandsim.Config) (cfg nandsim.Config, isNew bool, err error) {
@@ -148,7 +159,7 @@ func deviceConfig(db *meta.DB, want nandsim.Config) (cfg nandsim.Config, isNew b
 		isNew = true
 		cfg = want
 		if cfg.Channels == 0 {
-			cfg = nandsim.DefaultConfig()
+			cfg = StoreDevice()
 		}
 		if err := cfg.Validate(); err != nil {
 			return err

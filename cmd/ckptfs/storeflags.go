@@ -54,7 +54,7 @@ func codecNames() string {
 // deviceForSize returns the paper's Table 4 device with as many blocks per
 // chip as make size bytes of physical flash (8 channels, 64-page blocks).
 func deviceForSize(size string) (nandsim.Config, error) {
-	cfg := nandsim.DefaultConfig()
+	cfg := chain.StoreDevice()
 	if size == "" {
 		return cfg, nil
 	}
