@@ -39,18 +39,18 @@ type HeadingShare struct {
 
 // TensorChanges describes how one tensor changed from A to B.
 type TensorChanges struct {
-	Key             string  `json:"key"`
-	DType           string  `json:"dtype"`
-	Elements        int64   `json:"elements"`
-	Identical       float64 `json:"identical_share"`
-	MeanSameBits    float64 `json:"mean_same_heading_bits"`
-	MeanRelChange   float64 `json:"mean_relative_change"` // mean |b-a|/|a| over finite, non-zero a
-	MaxAbsChange    float64 `json:"max_abs_change"`
-	sameHist        [65]int64
-	relSum          float64
-	relN            int64
-	identicalCount  int64
-	sameBitsSummary int64
+	Key            string  `json:"key"`
+	DType          string  `json:"dtype"`
+	Elements       int64   `json:"elements"`
+	Identical      float64 `json:"identical_share"`
+	MeanSameBits   float64 `json:"mean_same_heading_bits"`
+	MeanRelChange  float64 `json:"mean_relative_change"` // mean |b-a|/|a| over finite, non-zero a
+	MaxAbsChange   float64 `json:"max_abs_change"`
+	sameHist       [65]int64
+	relSum         float64
+	relN           int64
+	identicalCount int64
+	sameBitsTotal  int64
 }
 
 type tensorRange struct {
@@ -180,7 +180,7 @@ func compareTensor(fa, fb *os.File, key string, ra, rb tensorRange) (*TensorChan
 				same = bits.LeadingZeros64(d) - (64 - w*8)
 			}
 			tc.sameHist[same]++
-			tc.sameBitsSummary += int64(same)
+			tc.sameBitsTotal += int64(same)
 			if x == y {
 				tc.identicalCount++
 			}
@@ -198,7 +198,7 @@ func compareTensor(fa, fb *os.File, key string, ra, rb tensorRange) (*TensorChan
 	}
 	if tc.Elements > 0 {
 		tc.Identical = float64(tc.identicalCount) / float64(tc.Elements)
-		tc.MeanSameBits = float64(tc.sameBitsSummary) / float64(tc.Elements)
+		tc.MeanSameBits = float64(tc.sameBitsTotal) / float64(tc.Elements)
 	}
 	if tc.relN > 0 {
 		tc.MeanRelChange = tc.relSum / float64(tc.relN)

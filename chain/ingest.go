@@ -120,7 +120,6 @@ func (in *Ingest) Write(p []byte) error {
 		}
 	}
 	in.size += int64(len(p))
-	in.s.logical.Add(int64(len(p)))
 	return nil
 }
 

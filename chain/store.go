@@ -58,7 +58,6 @@ type Store struct {
 	shMetaTot  atomic.Int64
 
 	nextVersion atomic.Uint64
-	logical     atomic.Int64 // bytes applications wrote, this process
 
 	jobs      chan *chunkJob // to the encode workers
 	closeOnce sync.Once
