@@ -26,7 +26,11 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	ckptfsBin = filepath.Join(dir, "ckptfs")
-	build := exec.Command("go", "build", "-o", ckptfsBin, "../cmd/ckptfs")
+	args := []string{"build", "-o", ckptfsBin}
+	if os.Getenv("CKPTFS_RACE") != "" {
+		args = append(args, "-race") // the daemon itself runs under the race detector
+	}
+	build := exec.Command("go", append(args, "../cmd/ckptfs")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build ckptfs:", err)
@@ -108,16 +112,29 @@ func (m *mount) start() {
 	}
 }
 
-// stop unmounts (if mounted) and waits for the daemon to release the store.
+// stop unmounts (if mounted) and waits for the daemon to release the store;
+// then the daemon's log must show no data race and no panic.
 func (m *mount) stop() {
 	m.t.Helper()
-	if !isMounted(m.dir) {
-		return
+	if isMounted(m.dir) {
+		out, err := exec.Command(ckptfsBin, "umount", m.dir).CombinedOutput()
+		if err != nil {
+			m.t.Errorf("ckptfs umount: %v\n%s", err, out)
+			exec.Command(ckptfsBin, "umount", "--lazy", m.dir).Run()
+		}
 	}
-	out, err := exec.Command(ckptfsBin, "umount", m.dir).CombinedOutput()
-	if err != nil {
-		m.t.Errorf("ckptfs umount: %v\n%s", err, out)
-		exec.Command(ckptfsBin, "umount", "--lazy", m.dir).Run()
+	m.checkLog()
+}
+
+// checkLog fails the test if the daemon reported a data race (a -race
+// build, CKPTFS_RACE=1) or panicked.
+func (m *mount) checkLog() {
+	m.t.Helper()
+	b, _ := os.ReadFile(filepath.Join(m.store, "ckptfs.log"))
+	for _, bad := range []string{"WARNING: DATA RACE", "panic:"} {
+		if i := bytes.Index(b, []byte(bad)); i >= 0 {
+			m.t.Errorf("daemon log reports %q:\n%.3000s", bad, b[i:])
+		}
 	}
 }
 
