@@ -80,3 +80,36 @@ func simdJoin(w int, out, pl, ref []byte, n int, mode planeMode, t uint) int {
 	}
 	return n32
 }
+
+// transposeWords writes the leading multiple of 32 of n w-byte words into
+// w planes stride bytes apart and returns how many it did.
+func transposeWords(pl []byte, stride int, words []byte, n, w int) int {
+	n32 := n &^ 31
+	if !useAVX2 || n32 == 0 || (w != 2 && w != 4) {
+		return 0
+	}
+	_ = pl[(w-1)*stride+n32-1]
+	_ = words[w*n32-1]
+	if w == 4 {
+		split32AVX2(&pl[0], &words[0], &words[0], n32, stride, 3)
+	} else {
+		split16AVX2(&pl[0], &words[0], &words[0], n32, stride, 3)
+	}
+	return n32
+}
+
+// untransposeWords is transposeWords' inverse.
+func untransposeWords(words, pl []byte, stride, n, w int) int {
+	n32 := n &^ 31
+	if !useAVX2 || n32 == 0 || (w != 2 && w != 4) {
+		return 0
+	}
+	_ = pl[(w-1)*stride+n32-1]
+	_ = words[w*n32-1]
+	if w == 4 {
+		join32AVX2(&pl[0], &words[0], &words[0], n32, stride, 3)
+	} else {
+		join16AVX2(&pl[0], &words[0], &words[0], n32, stride, 3)
+	}
+	return n32
+}

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "transform_amd64.h"
 
 // AVX2 kernels of the planes transforms for t = 0 (no dropped low bits):
 // the same arithmetic as transform32.go and transform16.go, 32 elements per
@@ -45,55 +46,10 @@ DATA unshuf16<>+16(SB)/8, $0x0b030a0209010800
 DATA unshuf16<>+24(SB)/8, $0x0f070e060d050c04
 GLOBL unshuf16<>(SB), RODATA|NOPTR, $32
 
+// mode: 0 baseline (rotate), 1 xor, 2 sub, 3 none (transposition only).
+
 // Y15: all ones, Y14: the sign bit of every lane, Y13: byte shuffle,
 // Y12: dword permutation (32-bit only).
-
-// ---- 32-bit element transforms, on one register R with scratch S, T ----
-
-// rot: rotate left by one (baseline: exponent heads the top plane).
-#define ROT32(R, S) \
-	VPSRLD $31, R, S; \
-	VPSLLD $1, R, R; \
-	VPOR   S, R, R
-
-#define UNROT32(R, S) \
-	VPSLLD $31, R, S; \
-	VPSRLD $1, R, R; \
-	VPOR   S, R, R
-
-// mono: x ^ (sar(x, 31) | sign).
-#define MONO32(R, S) \
-	VPSRAD $31, R, S; \
-	VPOR   Y14, S, S; \
-	VPXOR  S, R, R
-
-// unmono: m ^ (^sar(m, 31) | sign).
-#define UNMONO32(R, S) \
-	VPSRAD $31, R, S; \
-	VPXOR  Y15, S, S; \
-	VPOR   Y14, S, S; \
-	VPXOR  S, R, R
-
-// R = zigzag(mono(R) - mono(mem)).
-#define SUB32(R, mem, S, T) \
-	VMOVDQU mem, T; \
-	MONO32(R, S); \
-	MONO32(T, S); \
-	VPSUBD  T, R, R; \
-	VPSRAD  $31, R, S; \
-	VPSLLD  $1, R, R; \
-	VPXOR   S, R, R
-
-// R = unmono(mono(mem) + unzigzag(R)).
-#define UNSUB32(R, mem, S, T) \
-	VPSLLD  $31, R, S; \
-	VPSRAD  $31, S, S; \
-	VPSRLD  $1, R, R; \
-	VPXOR   S, R, R; \
-	VMOVDQU mem, T; \
-	MONO32(T, S); \
-	VPADDD  T, R, R; \
-	UNMONO32(R, S)
 
 // Split transposition of Y0..Y3 (32 elements) into 32 bytes per plane,
 // stored at DI, R8, R9, R10.
@@ -187,6 +143,8 @@ TEXT ·split32AVX2(SB), NOSPLIT, $0-48
 	JEQ  s32xor
 	CMPQ AX, $2
 	JEQ  s32sub
+	CMPQ AX, $3
+	JEQ  s32raw
 
 s32base:
 	LOAD4(SI)
@@ -212,6 +170,14 @@ s32xor:
 	VZEROUPPER
 	RET
 
+s32raw:
+	LOAD4(SI)
+	SPLIT32_STORE
+	ADVANCE32
+	JNZ s32raw
+	VZEROUPPER
+	RET
+
 s32sub:
 	LOAD4(SI)
 	SUB32(Y0, (DX), Y4, Y5)
@@ -231,6 +197,8 @@ TEXT ·join32AVX2(SB), NOSPLIT, $0-48
 	JEQ  j32xor
 	CMPQ AX, $2
 	JEQ  j32sub
+	CMPQ AX, $3
+	JEQ  j32raw
 
 j32base:
 	JOIN32_LOAD
@@ -256,6 +224,14 @@ j32xor:
 	VZEROUPPER
 	RET
 
+j32raw:
+	JOIN32_LOAD
+	STORE4(SI)
+	ADVANCE32
+	JNZ j32raw
+	VZEROUPPER
+	RET
+
 j32sub:
 	JOIN32_LOAD
 	UNSUB32(Y0, (DX), Y4, Y5)
@@ -269,46 +245,6 @@ j32sub:
 	RET
 
 // ---- 16-bit elements: 32 per iteration, two registers ----
-
-#define ROT16(R, S) \
-	VPSRLW $15, R, S; \
-	VPSLLW $1, R, R; \
-	VPOR   S, R, R
-
-#define UNROT16(R, S) \
-	VPSLLW $15, R, S; \
-	VPSRLW $1, R, R; \
-	VPOR   S, R, R
-
-#define MONO16(R, S) \
-	VPSRAW $15, R, S; \
-	VPOR   Y14, S, S; \
-	VPXOR  S, R, R
-
-#define UNMONO16(R, S) \
-	VPSRAW $15, R, S; \
-	VPXOR  Y15, S, S; \
-	VPOR   Y14, S, S; \
-	VPXOR  S, R, R
-
-#define SUB16(R, mem, S, T) \
-	VMOVDQU mem, T; \
-	MONO16(R, S); \
-	MONO16(T, S); \
-	VPSUBW  T, R, R; \
-	VPSRAW  $15, R, S; \
-	VPSLLW  $1, R, R; \
-	VPXOR   S, R, R
-
-#define UNSUB16(R, mem, S, T) \
-	VPSLLW  $15, R, S; \
-	VPSRAW  $15, S, S; \
-	VPSRLW  $1, R, R; \
-	VPXOR   S, R, R; \
-	VMOVDQU mem, T; \
-	MONO16(T, S); \
-	VPADDW  T, R, R; \
-	UNMONO16(R, S)
 
 // Y0, Y1 (32 elements) -> 32 bytes of planes 0 and 1 at DI, R8.
 #define SPLIT16_STORE \
@@ -357,6 +293,8 @@ TEXT ·split16AVX2(SB), NOSPLIT, $0-48
 	JEQ  s16xor
 	CMPQ AX, $2
 	JEQ  s16sub
+	CMPQ AX, $3
+	JEQ  s16raw
 
 s16base:
 	VMOVDQU (SI), Y0
@@ -380,6 +318,15 @@ s16xor:
 	VZEROUPPER
 	RET
 
+s16raw:
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	SPLIT16_STORE
+	ADVANCE16
+	JNZ s16raw
+	VZEROUPPER
+	RET
+
 s16sub:
 	VMOVDQU (SI), Y0
 	VMOVDQU 32(SI), Y1
@@ -398,6 +345,8 @@ TEXT ·join16AVX2(SB), NOSPLIT, $0-48
 	JEQ  j16xor
 	CMPQ AX, $2
 	JEQ  j16sub
+	CMPQ AX, $3
+	JEQ  j16raw
 
 j16base:
 	JOIN16_LOAD
@@ -418,6 +367,15 @@ j16xor:
 	VMOVDQU Y1, 32(SI)
 	ADVANCE16
 	JNZ j16xor
+	VZEROUPPER
+	RET
+
+j16raw:
+	JOIN16_LOAD
+	VMOVDQU Y0, (SI)
+	VMOVDQU Y1, 32(SI)
+	ADVANCE16
+	JNZ j16raw
 	VZEROUPPER
 	RET
 
