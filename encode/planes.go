@@ -94,7 +94,6 @@ func (ps *planeScratch) appendPlanes(dst, pl []byte, m, w int, cnt []int) []byte
 	return dst
 }
 
-
 // segments cuts a plane at the group counts.
 func segments(plane []byte, cnt []int) [][]byte {
 	if cnt == nil {
