@@ -75,64 +75,117 @@ func (ps *planeScratch) chooseMode(dt DType, plain, ref []byte, n int) planeChoi
 		}
 		return total
 	}
-	delta, deltaCost := modeSUB, cost(modeSUB)
-	if c := cost(modeXOR); c < deltaCost {
-		delta, deltaCost = modeXOR, c
+	sub, xor, base := cost(modeSUB), cost(modeXOR), cost(modeBase)
+	// Candidates with their estimates; a plain baseline's is inflated by
+	// baseMargin, as the baseline must win by that much.
+	cands := [5]candidate{
+		{planeChoice{modeSUB, ch.t, grouping{k: 1}}, sub},
+		{planeChoice{modeXOR, ch.t, grouping{k: 1}}, xor},
+		{planeChoice{modeBase, ch.t, grouping{k: 1}}, base / baseMargin},
 	}
-	baseCost := cost(modeBase)
-	ch.mode = delta
-	if baseCost < baseMargin*deltaCost {
-		ch.mode = modeBase
-	}
-	if w == 1 {
-		return ch
-	}
-	// A grouping may turn either transform into the better one.
-	best := deltaCost
-	if ch.mode == modeBase {
-		best = baseCost / baseMargin
-	}
-	for _, mode := range []planeMode{delta, modeBase} {
-		c := deltaCost
-		if mode == modeBase {
-			c = baseCost
+	nc := 3
+	if w > 1 {
+		delta := modeSUB
+		if xor < sub {
+			delta = modeXOR
 		}
-		// Grouping saves a few percent; a transform that far behind
-		// cannot win with it.
-		if c > best*planReach {
-			continue
-		}
-		g, est := ps.planGroups(sp, sr, spl[mode], m, w, c, float64(n)/float64(m))
-		if (g.k > 1 || g.masked) && est < groupMargin*c && est < best {
-			ch.mode, ch.grp, best = mode, g, est
+		best := min(sub, xor, base/baseMargin)
+		ctx, same, sameCount := ps.sampleContexts(sp, sr, m, w)
+		for _, mode := range []planeMode{delta, modeBase} {
+			c := cands[modeIndex(mode)].est
+			if mode == modeBase {
+				c = base
+			}
+			// Grouping saves a few percent; a transform that far behind
+			// cannot win with it.
+			if c > best*planReach {
+				continue
+			}
+			g, est := ps.planGroups(spl[mode], ctx, same, sameCount, m, w, c, float64(n)/float64(m))
+			if (g.k > 1 || g.masked) && est < groupMargin*c {
+				cands[nc] = candidate{planeChoice{mode, ch.t, g}, est}
+				nc++
+			}
 		}
 	}
-	return ch
+	sortCandidates(cands[:nc])
+	ps.bestEst, ps.alt = cands[0].est, cands[1]
+	return cands[0].planeChoice
+}
+
+// candidate is a way to code the chunk and its sample estimate.
+type candidate struct {
+	planeChoice
+	est float64
+}
+
+func modeIndex(m planeMode) int {
+	switch m {
+	case modeSUB:
+		return 0
+	case modeXOR:
+		return 1
+	}
+	return 2
+}
+
+func sortCandidates(c []candidate) {
+	for i := 1; i < len(c); i++ {
+		for j := i; j > 0 && c[j].est < c[j-1].est; j-- {
+			c[j], c[j-1] = c[j-1], c[j]
+		}
+	}
+}
+
+// sampleContexts gives the context byte of each sampled element's
+// reference and whether the element equals it.
+func (ps *planeScratch) sampleContexts(sp, sr []byte, m, w int) (ctx []byte, same []bool, sameCount int) {
+	ps.sampleCtx = grow(ps.sampleCtx, m)
+	if cap(ps.sampleSame) < m {
+		ps.sampleSame = make([]bool, m)
+	}
+	ctx, same = ps.sampleCtx, ps.sampleSame[:m]
+	sh := ctxShift(w)
+	for k := 0; k < m; k++ {
+		r := loadWord(sr[k*w:], w)
+		ctx[k] = byte(r >> sh)
+		same[k] = r == loadWord(sp[k*w:], w)
+		if same[k] {
+			sameCount++
+		}
+	}
+	return ctx, same, sameCount
 }
 
 // planGroups prices groupings of the sample's planes spl, whose plain
 // order-0 estimate is plainBits, and returns the best with its estimate.
-func (ps *planeScratch) planGroups(sp, sr, spl []byte, m, w int, plainBits, scale float64) (grouping, float64) {
+func (ps *planeScratch) planGroups(spl, ctx []byte, same []bool, sameCount, m, w int, plainBits, scale float64) (grouping, float64) {
 	gp := &ps.planner
 	gp.tableBits = groupTableBits / scale
-	sh := ctxShift(w)
 	var ctxHist [256]uint32
-	for k := 0; k < m; k++ {
-		ctxHist[byte(loadWord(sr[k*w:], w)>>sh)]++
+	for _, c := range ctx {
+		ctxHist[c]++
 	}
 	gp.setAtoms(&ctxHist, m)
-	sameCount := 0
-	for k := 0; k < m; k++ {
-		var v uint64
-		for j := 0; j < w; j++ {
-			v |= uint64(spl[j*m+k]) << (8 * j)
+	switch w {
+	case 2:
+		p0, p1 := spl[:m], spl[m:2*m]
+		for k, c := range ctx {
+			gp.add(c, uint64(p0[k])|uint64(p1[k])<<8, same[k])
 		}
-		r := loadWord(sr[k*w:], w)
-		same := r == loadWord(sp[k*w:], w)
-		if same {
-			sameCount++
+	case 4:
+		p0, p1, p2, p3 := spl[:m], spl[m:2*m], spl[2*m:3*m], spl[3*m:4*m]
+		for k, c := range ctx {
+			gp.add(c, uint64(p0[k])|uint64(p1[k])<<8|uint64(p2[k])<<16|uint64(p3[k])<<24, same[k])
 		}
-		gp.add(byte(r>>sh), v, same)
+	default:
+		for k, c := range ctx {
+			var v uint64
+			for j := 0; j < w; j++ {
+				v |= uint64(spl[j*m+k]) << (8 * j)
+			}
+			gp.add(c, v, same[k])
+		}
 	}
 	// The proxy prices groupings relative to plain planes; the planes' own
 	// estimate gives the scale.
@@ -146,18 +199,15 @@ func (ps *planeScratch) planGroups(sp, sr, spl []byte, m, w int, plainBits, scal
 	// element's length once, does not see.
 	q := float64(sameCount) / float64(m)
 	maskBits := 64.0
-	if sameCount < m {
-		maskBits = -(q*fastLog2(q) + (1-q)*fastLog2(1-q)) * float64(m) * 1.1
-	}
 	changedBits := 0.0
 	if sameCount < m {
+		maskBits = -(q*fastLog2(q) + (1-q)*fastLog2(1-q)) * float64(m) * 1.1
 		var h [256]uint32
 		for j := 0; j < w; j++ {
 			h = [256]uint32{}
-			pl := spl[j*m : (j+1)*m]
-			for k := 0; k < m; k++ {
-				if loadWord(sr[k*w:], w) != loadWord(sp[k*w:], w) {
-					h[pl[k]]++
+			for k, b := range spl[j*m : (j+1)*m] {
+				if !same[k] {
+					h[b]++
 				}
 			}
 			changedBits += entropyBits(&h, m-sameCount)

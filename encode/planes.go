@@ -45,7 +45,15 @@ type planeScratch struct {
 	// noGroups disables grouping (measurement only).
 	noGroups bool
 	planner  groupPlanner
-	route    routeScratch
+	// sampleCtx and sampleSame: per sampled element, its reference's
+	// context byte and whether it is unchanged.
+	sampleCtx  []byte
+	sampleSame []bool
+	// bestEst and alt: the chosen coding's estimate and the runner-up.
+	bestEst float64
+	alt     candidate
+	altOut  []byte
+	route   routeScratch
 }
 
 func (cd *Coder) encodePlanes(dst []byte, dt DType, plain, ref []byte) ([]byte, bool, error) {
@@ -56,24 +64,52 @@ func (cd *Coder) encodePlanes(dst []byte, dt DType, plain, ref []byte) ([]byte, 
 		return append(dst, byte(modeSame)), true, nil
 	}
 	ch := planeChoice{mode: modeBase, grp: grouping{k: 1}}
+	try := false
 	if n > 0 {
 		ch = ps.chooseMode(dt, plain, ref, n)
+		try = ref != nil && ps.alt.est <= exactReach*ps.bestEst
 	}
 	if ps.force != nil && ref != nil {
-		ch.mode = *ps.force
+		ch.mode, try = *ps.force, false
 	}
 	if ps.noGroups {
 		ch.grp = grouping{k: 1}
+		try = false
 	}
+	start, stats := len(dst), ps.stats
+	dst = ps.encodeChoice(dst, w, plain, ref, n, ch)
+	if try {
+		// The estimates are too close to call: code the runner-up too and
+		// keep the smaller.
+		alt := ps.alt.planeChoice
+		won := ps.stats
+		ps.stats = stats
+		ps.altOut = ps.encodeChoice(ps.altOut[:0], w, plain, ref, n, alt)
+		if a, b := len(ps.altOut), len(dst)-start; a < b || a == b && !alt.delta() {
+			dst, ch = append(dst[:start], ps.altOut...), alt
+		} else {
+			ps.stats = won
+		}
+	}
+	return dst, ch.delta(), nil
+}
+
+// exactReach: when the runner-up's estimate is within this factor of the
+// best's, both are coded and the smaller kept (a baseline on a tie: it
+// needs no reference). The estimates' baseMargin is for their noise; real
+// sizes have none.
+const exactReach = 1.01
+
+// encodeChoice appends the payload coded as ch says.
+func (ps *planeScratch) encodeChoice(dst []byte, w int, plain, ref []byte, n int, ch planeChoice) []byte {
 	if ch.grouped() {
-		return ps.encodeGrouped(dst, w, plain, ref, n, ch), true, nil
+		return ps.encodeGrouped(dst, w, plain, ref, n, ch)
 	}
 	dst = append(dst, byte(ch.mode), byte(ch.t))
 	ps.buf = grow(ps.buf, n*w)
 	splitAny(ps.buf, plain, ref, n, w, ch.mode, ch.t)
 	dst = ps.appendPlanes(dst, ps.buf, n, w, nil)
-	dst = append(dst, plain[n*w:]...)
-	return dst, ch.mode != modeBase, nil
+	return append(dst, plain[n*w:]...)
 }
 
 // appendPlanes codes w planes of m bytes, each cut at the group counts
