@@ -42,6 +42,9 @@ type planeScratch struct {
 	noZstd bool
 	// force, when not nil, overrides the delta mode choice (measurement only).
 	force *planeMode
+	// forceChoice, when not nil, overrides the whole choice for delta
+	// chunks (tests only).
+	forceChoice *planeChoice
 	// noGroups disables grouping (measurement only).
 	noGroups bool
 	planner  groupPlanner
@@ -71,6 +74,9 @@ func (cd *Coder) encodePlanes(dst []byte, dt DType, plain, ref []byte) ([]byte, 
 	}
 	if ps.force != nil && ref != nil {
 		ch.mode, try = *ps.force, false
+	}
+	if ps.forceChoice != nil && ref != nil {
+		ch, try = *ps.forceChoice, false
 	}
 	if ps.noGroups {
 		ch.grp = grouping{k: 1}
