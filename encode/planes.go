@@ -45,9 +45,10 @@ type planeScratch struct {
 	// forceChoice, when not nil, overrides the whole choice for delta
 	// chunks (tests only).
 	forceChoice *planeChoice
-	// noGroups disables grouping (measurement only).
-	noGroups bool
-	planner  groupPlanner
+	// noGroups disables grouping, noExact the second coding of close
+	// calls (measurement only).
+	noGroups, noExact bool
+	planner           groupPlanner
 	// sampleCtx and sampleSame: per sampled element, its reference's
 	// context byte and whether it is unchanged.
 	sampleCtx  []byte
@@ -80,6 +81,9 @@ func (cd *Coder) encodePlanes(dst []byte, dt DType, plain, ref []byte) ([]byte, 
 	}
 	if ps.noGroups {
 		ch.grp = grouping{k: 1}
+		try = false
+	}
+	if ps.noExact {
 		try = false
 	}
 	start, stats := len(dst), ps.stats
