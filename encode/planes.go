@@ -74,7 +74,7 @@ func (cd *Coder) encodePlanes(dst []byte, dt DType, plain, ref []byte) ([]byte, 
 		try = ref != nil && ps.alt.est <= exactReach*ps.bestEst
 	}
 	if ps.force != nil && ref != nil {
-		ch.mode, try = *ps.force, false
+		ch, try = planeChoice{mode: *ps.force, t: ch.t, grp: grouping{k: 1}}, false
 	}
 	if ps.forceChoice != nil && ref != nil {
 		ch, try = *ps.forceChoice, false
