@@ -75,58 +75,55 @@ func (ps *planeScratch) chooseMode(dt DType, plain, ref []byte, n int) planeChoi
 		}
 		return total
 	}
-	sub, xor, base := cost(modeSUB), cost(modeXOR), cost(modeBase)
-	// Candidates with their estimates; a plain baseline's is inflated by
-	// baseMargin, as the baseline must win by that much.
+	// Order-0 estimates by transform, and the candidates: a plain
+	// baseline's estimate is inflated by baseMargin, as it must win by that
+	// much.
+	est := [3]float64{modeBase: cost(modeBase), modeXOR: cost(modeXOR), modeSUB: cost(modeSUB)}
 	cands := [5]candidate{
-		{planeChoice{modeSUB, ch.t, grouping{k: 1}}, sub},
-		{planeChoice{modeXOR, ch.t, grouping{k: 1}}, xor},
-		{planeChoice{modeBase, ch.t, grouping{k: 1}}, base / baseMargin},
+		{planeChoice{modeSUB, ch.t, grouping{k: 1}}, est[modeSUB]},
+		{planeChoice{modeXOR, ch.t, grouping{k: 1}}, est[modeXOR]},
+		{planeChoice{modeBase, ch.t, grouping{k: 1}}, est[modeBase] / baseMargin},
 	}
 	nc := 3
 	if w > 1 {
-		delta := modeSUB
-		if xor < sub {
-			delta = modeXOR
-		}
-		best := min(sub, xor, base/baseMargin)
-		ctx, same, sameCount := ps.sampleContexts(sp, sr, m, w)
-		for _, mode := range []planeMode{delta, modeBase} {
-			c := cands[modeIndex(mode)].est
-			if mode == modeBase {
-				c = base
-			}
-			// Grouping saves a few percent; a transform that far behind
-			// cannot win with it.
-			if c > best*planReach {
-				continue
-			}
-			g, est := ps.planGroups(spl[mode], ctx, same, sameCount, m, w, c, float64(n)/float64(m))
-			if (g.k > 1 || g.masked) && est < groupMargin*c {
-				cands[nc] = candidate{planeChoice{mode, ch.t, g}, est}
-				nc++
-			}
-		}
+		nc += ps.groupCandidates(cands[nc:], sp, sr, &spl, &est, m, w, ch.t, float64(n)/float64(m))
 	}
 	sortCandidates(cands[:nc])
 	ps.bestEst, ps.alt = cands[0].est, cands[1]
 	return cands[0].planeChoice
 }
 
+// groupCandidates prices groupings for the better delta transform and for
+// the baseline transform, adds those estimated to save at least 1% to out
+// and returns how many it added.
+func (ps *planeScratch) groupCandidates(out []candidate, sp, sr []byte, spl *[3][]byte, est *[3]float64, m, w int, t uint, scale float64) int {
+	delta := modeSUB
+	if est[modeXOR] < est[modeSUB] {
+		delta = modeXOR
+	}
+	best := min(est[delta], est[modeBase]/baseMargin)
+	ctx, same, sameCount := ps.sampleContexts(sp, sr, m, w)
+	k := 0
+	for _, mode := range []planeMode{delta, modeBase} {
+		c := est[mode]
+		// Grouping saves a few percent; a transform that far behind
+		// cannot win with it.
+		if c > best*planReach {
+			continue
+		}
+		g, e := ps.planGroups(spl[mode], ctx, same, sameCount, m, w, c, scale)
+		if (g.k > 1 || g.masked) && e < groupMargin*c {
+			out[k] = candidate{planeChoice{mode, t, g}, e}
+			k++
+		}
+	}
+	return k
+}
+
 // candidate is a way to code the chunk and its sample estimate.
 type candidate struct {
 	planeChoice
 	est float64
-}
-
-func modeIndex(m planeMode) int {
-	switch m {
-	case modeSUB:
-		return 0
-	case modeXOR:
-		return 1
-	}
-	return 2
 }
 
 func sortCandidates(c []candidate) {

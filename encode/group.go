@@ -1,10 +1,6 @@
 package encode
 
-import (
-	"encoding/binary"
-	"fmt"
-	"math/bits"
-)
+import "fmt"
 
 // Grouping: the planes of a delta chunk coded in up to maxGroups groups of
 // elements, one set of entropy tables per group, and optionally without the
@@ -196,20 +192,12 @@ func (ps *planeScratch) appendMask(dst, mask []byte) []byte {
 	return dst
 }
 
-func (ps *planeScratch) decodeMask(mask, src []byte, zstdInto func(out, src []byte) error) ([]byte, int, error) {
+func (ps *planeScratch) decodeMask(mask, src []byte, zstdInto func(out, src []byte) error) ([]byte, error) {
 	var err error
 	for off := 0; off < len(mask); off += planeBlock {
 		if src, err = ps.decodeBlock(mask[off:min(off+planeBlock, len(mask))], src, 0, zstdInto); err != nil {
-			return nil, 0, fmt.Errorf("mask block %d: %w", off/planeBlock, err)
+			return nil, fmt.Errorf("mask block %d: %w", off/planeBlock, err)
 		}
 	}
-	changed := 0
-	i := 0
-	for ; i+8 <= len(mask); i += 8 {
-		changed += bits.OnesCount64(binary.LittleEndian.Uint64(mask[i:]))
-	}
-	for ; i < len(mask); i++ {
-		changed += bits.OnesCount8(mask[i])
-	}
-	return src, changed, nil
+	return src, nil
 }

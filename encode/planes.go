@@ -11,14 +11,20 @@ import (
 
 // The planes codec. Payload:
 //
-//	mode   1 byte: modeBase, modeXOR, modeSUB, or modeSame
+//	mode   1 byte: the transform (modeBase, modeXOR, modeSUB) or modeSame,
+//	       plus the flags modeGrouped and modeMasked
 //	shift  1 byte: t, the trailing zero bits dropped (not for modeSame)
-//	planes w planes of n = len/w bytes, low byte first, each a sequence of
-//	       block records (planeblock.go)
+//	groups with modeGrouped: group count and thresholds (group.go)
+//	mask   with modeMasked: the changed-element bitmap as block records
+//	planes w planes of the m coded elements (n = len/w of them without a
+//	       mask), low byte first, each group by group, each group's bytes a
+//	       sequence of block records (planeblock.go)
 //	tail   the len%w plain bytes after the last element (not for modeSame)
 //
 // modeSame (the chunk equals its reference) has no other bytes. The
-// transforms are in transform*.go, the block records in planeblock.go.
+// transforms are in transform*.go, grouping in group.go and route.go (this
+// file's grouped paths in planes_grouped.go), the choice in choose.go and
+// groupplan.go, the block records in planeblock.go.
 
 // planeScratch is the planes codec's part of a Coder: buffers and entropy
 // coder state reused from chunk to chunk.
@@ -127,7 +133,8 @@ func (ps *planeScratch) encodeChoice(dst []byte, w int, plain, ref []byte, n int
 func (ps *planeScratch) appendPlanes(dst, pl []byte, m, w int, cnt []int) []byte {
 	for j := 0; j < w; j++ {
 		plane := pl[j*m : (j+1)*m]
-		for _, seg := range segments(plane, cnt) {
+		for g := 0; g < max(1, len(cnt)); g++ {
+			seg := segment(plane, cnt, g)
 			for off := 0; off < len(seg); off += planeBlock {
 				blk := seg[off:min(off+planeBlock, len(seg))]
 				if ps.onBlock != nil {
@@ -140,48 +147,17 @@ func (ps *planeScratch) appendPlanes(dst, pl []byte, m, w int, cnt []int) []byte
 	return dst
 }
 
-// segments cuts a plane at the group counts.
-func segments(plane []byte, cnt []int) [][]byte {
+// segment is group g's part of a plane cut at the group counts (all of it
+// for nil counts).
+func segment(plane []byte, cnt []int, g int) []byte {
 	if cnt == nil {
-		return [][]byte{plane}
+		return plane
 	}
-	var segs [maxGroups][]byte
 	off := 0
-	for g, c := range cnt {
-		segs[g] = plane[off : off+c]
+	for _, c := range cnt[:g] {
 		off += c
 	}
-	return segs[:len(cnt)]
-}
-
-// encodeGrouped writes a grouped and/or masked chunk (group.go).
-func (ps *planeScratch) encodeGrouped(dst []byte, w int, plain, ref []byte, n int, ch planeChoice) []byte {
-	g := &ch.grp
-	flags := byte(0)
-	if g.k > 1 {
-		flags |= modeGrouped
-	}
-	if g.masked {
-		flags |= modeMasked
-	}
-	dst = append(dst, byte(ch.mode)|flags, byte(ch.t))
-	if g.k > 1 {
-		dst = g.appendHeader(dst)
-	}
-	gt := g.table()
-	var mask []byte
-	var cnt [maxGroups]int
-	var m int
-	if routeKernels(w, ch.t, g.k) && n >= 8 {
-		mask, cnt, m = ps.routeEncode(w, plain, ref, n, ch, &gt)
-	} else {
-		mask, cnt, m = ps.scatterEncode(w, plain, ref, n, ch, &gt)
-	}
-	if mask != nil {
-		dst = ps.appendMask(dst, mask)
-	}
-	dst = ps.appendPlanes(dst, ps.buf, m, w, cnt[:g.k])
-	return append(dst, plain[n*w:]...)
+	return plane[off : off+cnt[g]]
 }
 
 func (cd *Coder) decodePlanes(out []byte, dt DType, payload, ref []byte) error {
@@ -230,7 +206,8 @@ func (cd *Coder) decodePlanes(out []byte, dt DType, payload, ref []byte) error {
 func (ps *planeScratch) decodePlanesInto(pl, src []byte, m, w int, cnt []int, zstdInto func(out, src []byte) error) ([]byte, error) {
 	var err error
 	for j := 0; j < w; j++ {
-		for g, seg := range segments(pl[j*m:(j+1)*m], cnt) {
+		for g := 0; g < max(1, len(cnt)); g++ {
+			seg := segment(pl[j*m:(j+1)*m], cnt, g)
 			for off := 0; off < len(seg); off += planeBlock {
 				src, err = ps.decodeBlock(seg[off:min(off+planeBlock, len(seg))], src, 0, zstdInto)
 				if err != nil {
@@ -240,107 +217,4 @@ func (ps *planeScratch) decodePlanesInto(pl, src []byte, m, w int, cnt []int, zs
 		}
 	}
 	return src, nil
-}
-
-func (cd *Coder) decodeGrouped(out []byte, w, n int, src, ref []byte, mode planeMode, t uint, flags byte) error {
-	ps := &cd.pl
-	rs := &ps.route
-	g := grouping{k: 1, masked: flags&modeMasked != 0}
-	var err error
-	if flags&modeGrouped != 0 {
-		if g, src, err = parseGrouping(src, g.masked); err != nil {
-			return err
-		}
-		if g.k < 2 {
-			return fmt.Errorf("%w: grouped chunk with one group", ErrCorrupt)
-		}
-	}
-	var mask []byte
-	if g.masked {
-		rs.mask = grow(rs.mask, (n+7)/8)
-		mask = rs.mask
-		if src, _, err = ps.decodeMask(mask, src, cd.zstdInto); err != nil {
-			return err
-		}
-		if n&7 != 0 && mask[len(mask)-1]>>(n&7) != 0 {
-			return fmt.Errorf("%w: mask bits past the last element", ErrCorrupt)
-		}
-	}
-	gt := g.table()
-	kernels := routeKernels(w, t, g.k) && n >= 8
-	var cnt [maxGroups]int
-	if kernels {
-		if mask == nil {
-			mask = rs.kernelMask(n, false)
-		}
-		thr := kernelThresholds(&g)
-		c4 := countGroups(w, ref, nil, mask, n&^7, 2, &thr)
-		tailCounts(&c4, w, nil, ref, mask, n&^7, n, 2, &gt)
-		copy(cnt[:], c4[:])
-	} else {
-		cnt = groupCounts(ref, mask, n, w, &gt)
-	}
-	m := 0
-	for _, c := range cnt {
-		m += c
-	}
-	ps.buf = grow(ps.buf, m*w)
-	if src, err = ps.decodePlanesInto(ps.buf, src, m, w, cnt[:g.k], cd.zstdInto); err != nil {
-		return err
-	}
-	if len(src) != len(out)-n*w {
-		return fmt.Errorf("%w: %d bytes after the planes, want %d", ErrCorrupt, len(src), len(out)-n*w)
-	}
-	if kernels {
-		if err := ps.routeDecode(out, w, ref, mask, n, m, mode, &g, &cnt, &gt); err != nil {
-			return err
-		}
-	} else {
-		ps.gatherDecode(out, w, ref, mask, n, m, mode, t, &gt, &cnt)
-	}
-	copy(out[n*w:], src)
-	return nil
-}
-
-// scatterEncode is routeEncode without the kernels.
-func (ps *planeScratch) scatterEncode(w int, plain, ref []byte, n int, ch planeChoice, gt *[256]byte) ([]byte, [maxGroups]int, int) {
-	rs := &ps.route
-	var mask []byte
-	if ch.grp.masked {
-		rs.mask = grow(rs.mask, (n+7)/8)
-		mask = rs.mask
-		buildMask(mask, plain, ref, n, w)
-	}
-	cnt := groupCounts(ref, mask, n, w, gt)
-	m := 0
-	for _, c := range cnt {
-		m += c
-	}
-	rs.tmp = grow(rs.tmp, n*w)
-	splitAny(rs.tmp, plain, ref, n, w, ch.mode, ch.t)
-	rs.pos = growPos(rs.pos, n)
-	positions(rs.pos, ref, mask, n, w, gt, &cnt)
-	ps.buf = grow(ps.buf, m*w)
-	scatterPlanes(ps.buf, rs.tmp, rs.pos, n, m, w)
-	return mask, cnt, m
-}
-
-// gatherDecode is routeDecode without the kernels.
-func (ps *planeScratch) gatherDecode(out []byte, w int, ref, mask []byte, n, m int, mode planeMode, t uint, gt *[256]byte, cnt *[maxGroups]int) {
-	rs := &ps.route
-	rs.pos = growPos(rs.pos, n)
-	positions(rs.pos, ref, mask, n, w, gt, cnt)
-	rs.tmp = grow(rs.tmp, n*w)
-	gatherPlanes(rs.tmp, ps.buf, rs.pos, n, m, w)
-	joinAny(out, rs.tmp, ref, n, w, mode, t)
-	if mask != nil && mode == modeBase {
-		restoreUnchanged(out, ref, mask, n, w)
-	}
-}
-
-func growPos(p []uint32, n int) []uint32 {
-	if cap(p) < n {
-		return make([]uint32, n)
-	}
-	return p[:n]
 }
