@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strings"
@@ -82,6 +83,51 @@ func TestReportComponents(t *testing.T) {
 		p, r = bf.Files[9][:2*n], bf.Files[8][:2*n]
 		fmt.Fprintf(&sb, " split16 %.0f join16 %.0f MB/s\n",
 			cpuRate(2*n, func() { split16(pb, p, r, n, m, 0) }), cpuRate(2*n, func() { join16(out, pb, r, n, m, 0) }))
+	}
+	// Routing (group.go) of a real chunk with four groups and a mask,
+	// kernels and portable code: count + route + split, decode + join.
+	for _, set := range []struct {
+		name string
+		s    seriesSet
+		dt   DType
+	}{{"fp32", s, Float32}, {"bf16", bf, BFloat16}} {
+		w := set.dt.Width()
+		p, r := set.s.Files[9][w*off:w*(off+n)], set.s.Files[8][w*off:w*(off+n)]
+		ch := planeChoice{mode: modeSUB, grp: quantileGroups(r, w, 4, true)}
+		for _, kern := range []bool{true, false} {
+			if kern && !useRouteAVX2 {
+				continue
+			}
+			old := useRouteAVX2
+			useRouteAVX2 = kern
+			cd := NewCoder()
+			gt := ch.grp.table()
+			var cnt [maxGroups]int
+			var m int
+			var mask []byte
+			enc := cpuRate(w*n, func() {
+				if kern {
+					mask, cnt, m = cd.pl.routeEncode(w, p, r, n, ch, &gt)
+				} else {
+					mask, cnt, m = cd.pl.scatterEncode(w, p, r, n, ch, &gt)
+				}
+			})
+			buf := append([]byte(nil), cd.pl.buf[:m*w]...)
+			o := make([]byte, w*n)
+			dec := cpuRate(w*n, func() {
+				copy(cd.pl.buf, buf)
+				if kern {
+					cd.pl.routeDecode(o, w, r, mask, n, m, ch.mode, &ch.grp, &cnt, &gt)
+				} else {
+					cd.pl.gatherDecode(o, w, r, mask, n, m, ch.mode, 0, &gt, &cnt)
+				}
+			})
+			if !bytes.Equal(o, p) {
+				t.Fatalf("%s routing (kernels %t) does not round-trip", set.name, kern)
+			}
+			fmt.Fprintf(&sb, "route %s, 4 groups + mask, kernels %-5t: split %.0f join %.0f MB/s\n", set.name, kern, enc, dec)
+			useRouteAVX2 = old
+		}
 	}
 	fmt.Fprintf(&sb, "crc32c %.0f MB/s\n", cpuRate(4*n, func() { checksum(out) }))
 	t.Log(sb.String())

@@ -10,7 +10,7 @@ import (
 // description):
 //
 //	0     magic        0xC7
-//	1     version      1
+//	1     version      2
 //	2     codec        Codec id
 //	3     flags        bits 0-3 dtype, bit 4 delta, bits 5-7 zero
 //	4:8   plain length uint32 LE, <= MaxPlain
@@ -22,7 +22,7 @@ import (
 // straight after it and fill the lengths in, without moving the payload.
 const (
 	chunkMagic    = 0xC7
-	formatVersion = 1
+	formatVersion = 2
 	headerLen     = 16
 
 	flagDTypeMask = 0x0F

@@ -3,6 +3,9 @@ package encode
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -20,6 +23,21 @@ func seedChunks(f *testing.F) {
 				}
 				f.Add(enc, r != nil, ref)
 			}
+		}
+	}
+	// Grouped and masked planes chunks (golden_test.go writes them).
+	for _, dt := range []DType{Float32, BFloat16, Float64} {
+		ref, err := os.ReadFile(filepath.Join("testdata", fmt.Sprintf("format-v%d", formatVersion), fmt.Sprintf("ref-%s.bin", dt)))
+		if err != nil {
+			f.Fatal(err)
+		}
+		names, _ := filepath.Glob(filepath.Join("testdata", fmt.Sprintf("format-v%d", formatVersion), fmt.Sprintf("planes-%s-grouped-*.chunk", dt)))
+		for _, name := range names {
+			enc, err := os.ReadFile(name)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(enc, true, ref)
 		}
 	}
 	f.Add([]byte{}, false, []byte{})

@@ -9,15 +9,16 @@ import (
 	"testing"
 )
 
-// The chunk format is on disk: chunks written by format version 1 must
-// decode forever. testdata/format-v1 holds one chunk per codec, dtype and
+// The chunk format is on disk: chunks written by format version 2 must
+// decode forever. testdata/format-v2 holds one chunk per codec, dtype and
 // kind, made from a pseudo-random walk stored beside them; this test
-// decodes them. After a
-// deliberate format change, add a new directory for the new version (never
-// rewrite an old one); CKPTFS_UPDATE_GOLDEN=1 writes the files of a
-// directory that does not exist yet.
+// decodes them. After a deliberate format change, add a new directory for
+// the new version (never rewrite an old one); CKPTFS_UPDATE_GOLDEN=1 writes
+// the files of a directory that does not exist yet. (Version 1, whose
+// planes payload had no groups, was never written by a store and is not
+// decoded any more.)
 func TestGoldenChunks(t *testing.T) {
-	dir := filepath.Join("testdata", "format-v1")
+	dir := filepath.Join("testdata", fmt.Sprintf("format-v%d", formatVersion))
 	write := false
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		if os.Getenv("CKPTFS_UPDATE_GOLDEN") != "1" {
@@ -71,5 +72,69 @@ func TestGoldenChunks(t *testing.T) {
 				}
 			}
 		}
+		if dt != Bytes {
+			goldenGrouped(t, dir, dt, plain, ref, write)
+		}
 	}
+}
+
+// goldenGrouped covers the planes codec's grouped and masked records: the
+// walk with every third element unchanged, coded with forced groupings.
+func goldenGrouped(t *testing.T, dir string, dt DType, plain, ref []byte, write bool) {
+	w := dt.Width()
+	same := append([]byte(nil), plain...)
+	for i := 0; i+w <= len(same); i += 3 * w {
+		copy(same[i:i+w], ref[i:i+w])
+	}
+	cd := NewCoder()
+	for _, c := range []planeChoice{
+		{mode: modeSUB, grp: quantileGroups(ref, w, 3, true)},
+		{mode: modeXOR, grp: quantileGroups(ref, w, 2, false)},
+		{mode: modeBase, grp: grouping{k: 1, masked: true}},
+		{mode: modeBase, grp: quantileGroups(ref, w, 4, false)},
+	} {
+		name := filepath.Join(dir, fmt.Sprintf("planes-%s-grouped-m%d-k%d-mask%t.chunk", dt, c.mode, c.grp.k, c.grp.masked))
+		if write {
+			cd.pl.forceChoice = &c
+			enc, err := cd.Encode(nil, Planes, dt, same, ref)
+			cd.pl.forceChoice = nil
+			if err != nil {
+				t.Fatal(err)
+			}
+			if enc[headerLen]&modeFlags == 0 {
+				t.Fatalf("%s: forced grouping not taken", name)
+			}
+			if err := os.WriteFile(name, enc, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		enc, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Decode(nil, enc, ref)
+		if err != nil || !bytes.Equal(out, same) {
+			t.Errorf("%s: golden chunk no longer decodes: %v", name, err)
+		}
+	}
+}
+
+// quantileGroups cuts the reference's context bytes into at most k groups
+// of similar size, so that every group of a golden chunk has elements.
+func quantileGroups(ref []byte, w, k int, masked bool) grouping {
+	n := len(ref) / w
+	var hist [256]int
+	for i := 0; i < n; i++ {
+		hist[byte(loadWord(ref[i*w:], w)>>ctxShift(w))]++
+	}
+	g := grouping{k: 1, masked: masked}
+	acc := 0
+	for c := 0; c < 256 && g.k < k; c++ {
+		if acc >= g.k*n/k {
+			g.thr[g.k-1] = byte(c)
+			g.k++
+		}
+		acc += hist[c]
+	}
+	return g
 }

@@ -64,8 +64,14 @@ func (s *blockStats) add(m, in, out int) {
 }
 
 // fseBias: FSE decodes at about a third of huff0's speed, so it is chosen
-// only when its estimate beats the best alternative by this factor.
-const fseBias = 0.90
+// only when its estimate beats the best alternative by this factor and by
+// at least 1/fseMinGain of the block: on the training series FSE otherwise
+// wins on nearly constant planes, where it saves a few dozen bytes of a
+// 64 KiB block and costs a fifth of the decode time (docs/CODECS.md).
+const (
+	fseBias    = 0.90
+	fseMinGain = 32
+)
 
 // appendBlock codes one block with the method the estimates favour.
 // depth is 1 inside a sparse record, whose parts are not made sparse again.
@@ -84,7 +90,7 @@ func (ps *planeScratch) appendBlock(dst, blk []byte, depth int) []byte {
 	best := min(huff, sparse)
 	method := blkHuff4
 	switch {
-	case fseEst < fseBias*best && fseEst < 0.97*float64(n):
+	case fseEst < fseBias*best && best-fseEst > float64(n)/fseMinGain:
 		method = blkFSE
 	case sparse < huff && sparse < 0.97*float64(n):
 		method = blkSparse

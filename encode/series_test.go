@@ -70,6 +70,7 @@ func benchSets(tb testing.TB) []seriesSet {
 		loadSeries(tb, "adam", "fp32", Float32),
 		loadSeries(tb, "sgd", "fp32", Float32),
 		loadSeries(tb, "bf16", "bf16", BFloat16),
+		loadSeries(tb, "adam-stream", "fp32", Float32),
 	}
 }
 

@@ -59,7 +59,7 @@ func split16(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 	k := 16 - t
 	laneMask := uint64(0xFFFF>>t) * 0x0001000100010001
 	n8 := n &^ 7
-	for i := 0; i < n8; i += 8 {
+	for i := simdSplit(2, pl, plain, ref, n, mode, t); i < n8; i += 8 {
 		s := plain[2*i : 2*i+16]
 		x0 := binary.LittleEndian.Uint64(s[0:])
 		x1 := binary.LittleEndian.Uint64(s[8:])
@@ -106,7 +106,7 @@ func join16(out, pl, ref []byte, n int, mode planeMode, t uint) {
 	k := 16 - t
 	laneMask := uint64(0xFFFF>>t) * 0x0001000100010001
 	n8 := n &^ 7
-	for i := 0; i < n8; i += 8 {
+	for i := simdJoin(2, out, pl, ref, n, mode, t); i < n8; i += 8 {
 		q0 := binary.LittleEndian.Uint64(p0[i:])
 		q1 := binary.LittleEndian.Uint64(p1[i:])
 		x0 := spread4(q0) | spread4(q1)<<8

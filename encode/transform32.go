@@ -73,7 +73,7 @@ func split32(pl, plain, ref []byte, n int, mode planeMode, t uint) {
 	k := 32 - t
 	laneMask := uint64(0xFFFFFFFF>>t) * 0x0000000100000001
 	n8 := n &^ 7
-	for i := 0; i < n8; i += 8 {
+	for i := simdSplit(4, pl, plain, ref, n, mode, t); i < n8; i += 8 {
 		s := plain[4*i : 4*i+32]
 		x0 := binary.LittleEndian.Uint64(s[0:])
 		x1 := binary.LittleEndian.Uint64(s[8:])
@@ -131,7 +131,7 @@ func join32(out, pl, ref []byte, n int, mode planeMode, t uint) {
 	k := 32 - t
 	laneMask := uint64(0xFFFFFFFF>>t) * 0x0000000100000001
 	n8 := n &^ 7
-	for i := 0; i < n8; i += 8 {
+	for i := simdJoin(4, out, pl, ref, n, mode, t); i < n8; i += 8 {
 		x0, x1, x2, x3 := get8x4(p0, p1, p2, p3, i)
 		o := out[4*i : 4*i+32]
 		switch mode {
