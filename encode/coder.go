@@ -70,7 +70,7 @@ func (cd *Coder) Encode(dst []byte, c Codec, dt DType, plain, ref []byte) ([]byt
 		}
 	}
 	payloadLen := len(out) - start - headerLen
-	if payloadLen > math.MaxUint32 {
+	if uint64(payloadLen) > math.MaxUint32 {
 		return dst, fmt.Errorf("encode %s %s: %w: payload of %d bytes", c, dt, ErrTooLarge, payloadLen)
 	}
 	putHeader(out[start:], h, payloadLen)
