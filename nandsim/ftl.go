@@ -110,9 +110,15 @@ func (f *ftl) newDie() die {
 	return dd
 }
 
+// fill sets every element to v by doubling copies: the maps of a full-size
+// device are tens of MB, and copy runs at memory speed.
 func fill(s []int32, v int32) {
-	for i := range s {
-		s[i] = v
+	if len(s) == 0 {
+		return
+	}
+	s[0] = v
+	for n := 1; n < len(s); n *= 2 {
+		copy(s[n:], s[:n])
 	}
 }
 
