@@ -109,10 +109,10 @@ func addBars(p *plot.Plot, labels []string, rows []series) error {
 		p.Add(b)
 		p.Legend.Add(r.Name, b)
 	}
-	p.NominalX(labels...)
+	p.NominalX(thinLabels(labels, 16)...)
 	headroom(p, rows)
 	if len(labels) > 8 || maxLen(labels) > 10 {
-		p.X.Tick.Label.Rotation = math.Pi / 6
+		p.X.Tick.Label.Rotation = math.Pi / 5
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YCenter
 	}
@@ -164,6 +164,20 @@ func addLines(p *plot.Plot, labels []string, rows []series, legendLow bool) erro
 		headroom(p, rows)
 	}
 	return nil
+}
+
+// thinLabels blanks all but about max evenly spaced labels, so that many
+// categories stay legible.
+func thinLabels(labels []string, max int) []string {
+	if len(labels) <= max {
+		return labels
+	}
+	every := (len(labels) + max - 1) / max
+	out := make([]string, len(labels))
+	for i := 0; i < len(labels); i += every {
+		out[i] = labels[i]
+	}
+	return out
 }
 
 func maxLen(ss []string) int {

@@ -29,7 +29,7 @@ func machineInfo(python, scratch string) Machine {
 	if out, err := exec.Command(python, "-c", "import torch; print(torch.__version__)").Output(); err == nil {
 		m.Torch = strings.TrimSpace(string(out))
 	}
-	if out, err := exec.Command("df", "-hT", "--output=source,fstype,size", scratch).Output(); err == nil {
+	if out, err := exec.Command("df", "-h", "--output=source,fstype,size", scratch).Output(); err == nil {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		m.Disk = strings.Join(strings.Fields(lines[len(lines)-1]), " ")
 	}

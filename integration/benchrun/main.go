@@ -119,6 +119,13 @@ func run() error {
 	if err := os.MkdirAll(filepath.Join(b.out, "img"), 0o755); err != nil {
 		return err
 	}
+	if len(want) == 0 {
+		// A full run redraws every chart; none of an earlier run may linger.
+		old, _ := filepath.Glob(filepath.Join(b.out, "img", "*.png"))
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	b.res.Machine = machineInfo(b.python, b.tmp)
 	b.res.Commit = gitCommit(b.root)
 	b.res.Generated = time.Now().UTC().Format(time.RFC3339)

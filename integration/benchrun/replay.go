@@ -192,6 +192,7 @@ func (b *bench) replayPlots(sec *ReplaySection) error {
 		raw := run.raw
 		keep := []string{"methods_written.png", "methods_erases.png"}
 		how := run.Command + " > replay.json"
+		title := seriesName(run.Series) + ", snap_dis " + run.SnapDis
 		if run.Series == sec.Timeline.Series && run.SnapDis == sec.Timeline.SnapDis {
 			var err error
 			if raw, err = withStepErases(run); err != nil {
@@ -211,6 +212,7 @@ func (b *bench) replayPlots(sec *ReplaySection) error {
 		}
 		for i := range plots {
 			plots[i].Command = how + "; " + plots[i].Command
+			plots[i].Title += " — " + title
 		}
 		sec.Plots = append(sec.Plots, plots...)
 	}
@@ -239,7 +241,7 @@ func (b *bench) drawReport(args []string, shown, prefix string, keep []string) (
 		if err := os.WriteFile(filepath.Join(b.out, "img", file), data, 0o644); err != nil {
 			return nil, err
 		}
-		plots = append(plots, Plot{File: "img/" + file, Title: chartTitle(name), Command: shown + " (DIR/" + name + ")"})
+		plots = append(plots, Plot{File: "img/" + file, Title: chartTitle(name), Command: shown})
 	}
 	return plots, nil
 }

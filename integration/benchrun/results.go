@@ -209,10 +209,14 @@ type Training struct {
 	MountMed        float64   `json:"mount_median_s"`
 	PlainMed        float64   `json:"plain_median_s"`
 	NoneMed         float64   `json:"no_checkpoint_median_s"`
-	Slowdown        float64   `json:"slowdown"` // mount ÷ plain − 1
-	StoreRatio      float64   `json:"written_volume_ratio"`
-	StoredOverLog   float64   `json:"stored_over_logical"`
-	Plots           []Plot    `json:"plots"`
+	// Slowdown is the median over repetitions of mount ÷ plain − 1 (the two
+	// runs of a repetition are adjacent, so they share the machine's load);
+	// PerCheckpoint the median of mount − plain over the checkpoints.
+	Slowdown      float64 `json:"slowdown"`
+	PerCheckpoint float64 `json:"extra_s_per_checkpoint"`
+	StoreRatio    float64 `json:"written_volume_ratio"`
+	StoredOverLog float64 `json:"stored_over_logical"`
+	Plots         []Plot  `json:"plots"`
 }
 
 // Scale is ingest and memory with growing files and concurrent writers.
@@ -234,13 +238,17 @@ type ScaleLimits struct {
 // ScaleRow is one file size: a baseline and a delta version copied in with
 // cp, the delta read back.
 type ScaleRow struct {
-	Bytes       int64   `json:"bytes"`
-	BaseS       float64 `json:"ingest_base_s"`
-	DeltaS      float64 `json:"ingest_delta_s"`
-	ReadS       float64 `json:"read_s"`
-	BaseMBs     float64 `json:"ingest_base_mb_s"`
-	DeltaMBs    float64 `json:"ingest_delta_mb_s"`
-	ReadMBs     float64 `json:"read_mb_s"`
+	Bytes    int64   `json:"bytes"`
+	BaseS    float64 `json:"ingest_base_s"`
+	DeltaS   float64 `json:"ingest_delta_s"`
+	ReadS    float64 `json:"read_s"`
+	BaseMBs  float64 `json:"ingest_base_mb_s"`
+	DeltaMBs float64 `json:"ingest_delta_mb_s"`
+	ReadMBs  float64 `json:"read_mb_s"`
+	// PlainS: cp of the same delta file into a plain directory of the
+	// same disk, for reference (what the disk itself does at this size).
+	PlainS      float64 `json:"plain_cp_s"`
+	PlainMBs    float64 `json:"plain_cp_mb_s"`
 	StoredRatio float64 `json:"delta_stored_over_logical"`
 	Verified    bool    `json:"verified"`
 	DaemonHWM   int64   `json:"daemon_peak_rss_bytes"`
