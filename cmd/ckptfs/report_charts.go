@@ -110,6 +110,8 @@ func addBars(p *plot.Plot, labels []string, rows []series) error {
 		p.Legend.Add(r.Name, b)
 	}
 	p.NominalX(thinLabels(labels, 16)...)
+	// Half a category of margin each side keeps the outer bars whole.
+	p.X.Min, p.X.Max = -0.5, float64(len(labels))-0.5
 	headroom(p, rows)
 	if len(labels) > 8 || maxLen(labels) > 10 {
 		p.X.Tick.Label.Rotation = math.Pi / 5

@@ -173,7 +173,7 @@ func headline(w *docWriter, r *Results) {
 		w.f("- **Scale**: a %s checkpoint is ingested at %.0f MB/s (baseline) and %.0f MB/s (delta), read at %.0f MB/s; the daemon's peak RSS was %s (issue 6 bound %s: %s).",
 			mibs(big.Bytes), big.BaseMBs, big.DeltaMBs, big.ReadMBs, mibs(big.DaemonHWM), mibs(s.Limits.DaemonMaxRSS), verdict(big.DaemonHWM <= s.Limits.DaemonMaxRSS))
 		if s.Replay != nil {
-			w.f(" `ckptfs replay` of two %s checkpoints peaked at %s (issue 5 bound %s: %s).",
+			w.f(" `ckptfs replay` of two %s checkpoints peaked at up to %s (issue 5 bound %s: %s).",
 				mibs(s.Replay.FileBytes), mibs(s.Replay.MaxRSS), mibs(s.Limits.ReplayMaxRSS), verdict(s.Replay.MaxRSS < s.Limits.ReplayMaxRSS))
 		}
 		w.line("")

@@ -19,6 +19,9 @@ var (
 	writerCounts = []int{1, 2, 4}
 )
 
+// replayRuns is how often the 4 GiB replay runs.
+const replayRuns = 2
+
 // writerBytes is each concurrent writer's file.
 const writerBytes = 256 << 20
 
@@ -157,21 +160,25 @@ func (b *bench) replayRSS(files [2]string) (*ReplayRSS, error) {
 	args := []string{"replay", "--json", "--quiet", "--work-dir", b.tmp, files[0], files[1]}
 	rr := &ReplayRSS{Command: "bin/ckptfs replay --json --quiet BIG-0.npy BIG-1.npy  (peak RSS from wait4's rusage)",
 		FileBytes: fileSize(files[0]), Files: 2}
-	t0 := time.Now()
-	out, ru, err := b.timed(nil, b.bin, args...)
-	if err != nil {
-		return nil, err
+	for range replayRuns {
+		t0 := time.Now()
+		out, ru, err := b.timed(nil, b.bin, args...)
+		if err != nil {
+			return nil, err
+		}
+		rr.Seconds = append(rr.Seconds, since(t0))
+		if ru == nil {
+			return nil, fmt.Errorf("replay: no resource usage from wait4")
+		}
+		rr.RSS = append(rr.RSS, ru.Maxrss<<10)
+		rr.MaxRSS = max(rr.MaxRSS, ru.Maxrss<<10)
+		var rep chain.Report
+		if err := json.Unmarshal(out, &rep); err != nil {
+			return nil, fmt.Errorf("replay output: %w", err)
+		}
+		rr.Ratio = rep.WrittenVolumeRatio
+		logf("replay of 2 x %d MiB: %.0f s, peak RSS %d MiB", rr.FileBytes>>20, since(t0), (ru.Maxrss<<10)>>20)
 	}
-	rr.Seconds = since(t0)
-	if ru != nil {
-		rr.MaxRSS = ru.Maxrss << 10
-	}
-	var rep chain.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		return nil, fmt.Errorf("replay output: %w", err)
-	}
-	rr.Ratio = rep.WrittenVolumeRatio
-	logf("replay of 2 x %d MiB: %.0f s, peak RSS %d MiB", rr.FileBytes>>20, rr.Seconds, rr.MaxRSS>>20)
 	return rr, nil
 }
 
