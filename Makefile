@@ -64,8 +64,12 @@ test-full: test
 demo: deps build
 	BIN=$(BIN) PYTHON=$(PYTHON) integration/demo/demo.sh
 
+# Measures ckptfs on this machine (replays of the series, codec speed, mount
+# throughput against a plain directory and a go-fuse loopback, training
+# slowdown, 4 GiB files) and writes docs/BENCHMARKS.md, docs/benchmarks.json
+# and docs/img/*.png. About a quarter of an hour on 2 cores.
 bench: deps build series
-	$(GO) test -run '^$$' -bench . ./...
+	$(GO) run ./integration/benchrun --bin $(BIN) --python $(PYTHON) --series $(SERIES) --out docs
 
 # Codec ratio and speed table (docs/CODECS.md).
 report: series
