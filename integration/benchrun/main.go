@@ -11,7 +11,8 @@
 // working on one section; the committed document comes from a full run.
 //
 // "benchrun loopback ORIG MNT" is the go-fuse loopback server the sequential
-// I/O section compares ckptfs with, run by this program as a subprocess.
+// I/O section compares ckptfs with, run by this program as a subprocess;
+// "benchrun peakrss" measures one command's own peak RSS (peakrss.go).
 package main
 
 import (
@@ -58,6 +59,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "loopback" {
 		if err := serveLoopback(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "benchrun loopback:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "peakrss" {
+		if err := servePeakRSS(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "benchrun peakrss:", err)
 			os.Exit(1)
 		}
 		return
