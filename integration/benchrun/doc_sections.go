@@ -20,13 +20,13 @@ func replayDoc(w *docWriter, s *ReplaySection) {
 	if p := s.PaperDevice; p != nil && len(p.Methods) > 0 {
 		var erases []string
 		for _, m := range p.Methods {
-			erases = append(erases, fmt.Sprint(m.DeviceErases))
+			erases = append(erases, fmt.Sprintf("%s %d (%s)", m.Method, m.DeviceErases, ratioOrDash(m.EraseRatio)))
 		}
-		w.f("On the paper's full 32 GiB device a series (80 MB) is much smaller than the stale and free space Table 8 leaves, so the only erases are the garbage collector's first pass over that stale space, identical for every method (%s erases for the %d methods, %d for the plain filesystem: erase_ratio %s for all; command: `%s`). ",
-			strings.Join(uniq(erases), "/"), len(p.Methods), p.Methods[0].ShadowErases, ratioOrDash(p.Methods[0].EraseRatio), p.Command)
+		w.f("On the paper's full 32 GiB device, preconditioned the same way, a series (80 MB) is small beside the stale and free space Table 8 leaves; the garbage collector cleans only when free blocks fall under its reserve, so the erases of one series are few: %s, against %d for the plain filesystem (command: `%s`). ",
+			strings.Join(erases, ", "), p.Methods[0].ShadowErases, p.Command)
 	}
-	w.line("On the smaller device the series outgrows that space and the erases follow the writes, as in the paper's runs of")
-	w.line("hours. The written volumes do not depend on the device size. Erase counts are coarse (the garbage collector")
+	w.line("On the smaller device the series outgrows that space many times over and each method's erases rest on more garbage")
+	w.line("collection cycles, as in the paper's runs of hours. The written volumes do not depend on the device size. Erase counts are coarse (the garbage collector")
 	w.line("reclaims several blocks per run, mostly in steps of 8 here), so methods a few pages apart can differ by 0 or 8 erases.")
 	w.line("")
 	w.line("### Fig. 9: written_volume_ratio per method and snap_dis")
@@ -56,16 +56,6 @@ func replayDoc(w *docWriter, s *ReplaySection) {
 	for _, run := range s.Table9 {
 		table9(w, &run)
 	}
-}
-
-func uniq(ss []string) []string {
-	var out []string
-	for _, s := range ss {
-		if len(out) == 0 || out[len(out)-1] != s {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // compareTable is one series' methods × snap_dis table.
