@@ -85,7 +85,7 @@ func (tx *Tx) commitVersion(ino meta.Ino, p *Pending, change ShadowChange, mtime
 		return err
 	}
 	if old != 0 {
-		if err := tx.releaseVersion(old, true); err != nil {
+		if err := tx.releaseVersion(old, liveClaim); err != nil {
 			return err
 		}
 	}

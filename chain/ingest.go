@@ -63,22 +63,26 @@ type pendingChunk struct {
 func (s *Store) NewIngest(filePath string) (*Ingest, error) {
 	in := &Ingest{s: s, pol: s.Policy(), family: FamilyOf(filePath), id: s.newVersionID(),
 		det: detect.New(path.Base(filePath)), cur: -1, pack: newPackWriter(s)}
-	err := s.View(func(tx *Tx) error {
-		ref, err := s.chooseReference(tx.Tx, in.family)
+	// The reference is chosen and pinned with no Update running: an Update
+	// freeing it (the last name of its file going) either committed before,
+	// and then it is not chosen, or sees the pin and defers the free.
+	err := s.db.ViewBetweenUpdates(func(mtx *meta.Tx) error {
+		ref, err := s.chooseReference(mtx, in.family)
 		if err != nil || ref == nil {
 			return err
 		}
-		segs, err := tx.Segments(ref.ID)
+		segs, err := mtx.Segments(ref.ID)
 		if err != nil {
 			return err
 		}
-		in.ref = ref
 		in.refSeg = make(map[string]meta.Segment, len(segs))
 		for _, sg := range segs {
 			if sg.Tensor {
 				in.refSeg[sg.Key] = sg
 			}
 		}
+		in.ref = ref
+		s.pin(ref.ID)
 		return nil
 	})
 	if err != nil {
@@ -86,7 +90,6 @@ func (s *Store) NewIngest(filePath string) (*Ingest, error) {
 	}
 	var refID meta.VersionID
 	if in.ref != nil {
-		s.pin(in.ref.ID)
 		in.refDepth = in.ref.Depth
 		refID = in.ref.ID
 	}

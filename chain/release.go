@@ -27,7 +27,9 @@ func (s *Store) unpin(id meta.VersionID) {
 	}
 	s.pinMu.Unlock()
 	if free {
-		err := s.Update(func(tx *Tx) error { return tx.releaseVersion(id, false) })
+		// No claim is dropped here: the release that deferred already
+		// dropped its own. Free the version if nothing needs it now.
+		err := s.Update(func(tx *Tx) error { return tx.releaseVersion(id, noClaim) })
 		if err != nil {
 			logrus.WithError(err).Warnf("free version %d after its last pin", id)
 		}
@@ -46,10 +48,19 @@ func (s *Store) pinnedOrDefer(id meta.VersionID) bool {
 	return false
 }
 
-// releaseVersion drops one claim on a version: its liveness (unlive) or one
-// dependent. A version with neither is freed: its records deleted, its pages
-// trimmed and freed, and its own reference released in turn.
-func (tx *Tx) releaseVersion(id meta.VersionID, unlive bool) error {
+// claim is what a release gives up on a version.
+type claim uint8
+
+const (
+	liveClaim      claim = iota // the version is no longer a file's content
+	dependentClaim              // a version coded against it is gone
+	noClaim                     // nothing: only free it if nothing needs it
+)
+
+// releaseVersion drops one claim on a version. A version with no liveness,
+// no dependents and no pin is freed: its records deleted, its pages trimmed
+// and freed, and its own reference released in turn (a dependent claim).
+func (tx *Tx) releaseVersion(id meta.VersionID, c claim) error {
 	for id != 0 {
 		v, err := tx.Version(id)
 		if errors.Is(err, meta.ErrNotFound) {
@@ -58,12 +69,15 @@ func (tx *Tx) releaseVersion(id meta.VersionID, unlive bool) error {
 		if err != nil {
 			return err
 		}
-		if unlive {
+		switch c {
+		case liveClaim:
 			v.Live = false
-		} else if v.Dependents > 0 {
-			v.Dependents--
+		case dependentClaim:
+			if v.Dependents > 0 {
+				v.Dependents--
+			}
 		}
-		unlive = false
+		c = dependentClaim
 		if v.Live || v.Dependents > 0 || tx.s.pinnedOrDefer(id) {
 			return tx.PutVersion(v)
 		}
@@ -124,5 +138,5 @@ func (tx *Tx) dropInode(ino meta.Ino) error {
 	if err := tx.shadowRelease(ino); err != nil {
 		return err
 	}
-	return tx.releaseVersion(n.Version, true)
+	return tx.releaseVersion(n.Version, liveClaim)
 }

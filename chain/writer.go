@@ -211,7 +211,7 @@ func (tx *Tx) commitEmpty(ino meta.Ino, change ShadowChange, mtime int64) error 
 	if err := tx.PutInode(n); err != nil {
 		return err
 	}
-	if err := tx.releaseVersion(old, true); err != nil {
+	if err := tx.releaseVersion(old, liveClaim); err != nil {
 		return err
 	}
 	return tx.shadowCommit(ino, change, 0)

@@ -127,10 +127,14 @@ func (m *mount) stop() {
 }
 
 // checkLog fails the test if the daemon reported a data race (a -race
-// build, CKPTFS_RACE=1) or panicked.
+// build, CKPTFS_RACE=1) or panicked, and shows the log's tail when the test
+// has failed.
 func (m *mount) checkLog() {
 	m.t.Helper()
 	b, _ := os.ReadFile(filepath.Join(m.store, "ckptfs.log"))
+	if m.t.Failed() && len(b) > 0 {
+		m.t.Logf("daemon log, last 4000 bytes:\n%s", b[max(0, len(b)-4000):])
+	}
 	for _, bad := range []string{"WARNING: DATA RACE", "panic:"} {
 		if i := bytes.Index(b, []byte(bad)); i >= 0 {
 			m.t.Errorf("daemon log reports %q:\n%.3000s", bad, b[i:])

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sirupsen/logrus"
 	"os"
 	"sync"
 	"time"
@@ -157,6 +158,9 @@ func (db *DB) Update(fn func(*Tx) error) error {
 	if err == nil && db.account != nil {
 		written := (db.pageAlloc()-before)/db.pageSize + 1 // + the meta page
 		db.account(written)
+		if logrus.IsLevelEnabled(logrus.TraceLevel) {
+			logrus.Tracef("metadata commit: %d pages", written)
+		}
 	}
 	return err
 }
@@ -169,6 +173,16 @@ func (db *DB) pageAlloc() int64 {
 // View runs fn in a read-only transaction.
 func (db *DB) View(fn func(*Tx) error) error {
 	return db.bolt.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, db: db}) })
+}
+
+// ViewBetweenUpdates is View with no Update running: every Update has
+// either committed before fn's snapshot or starts after fn returns, so what
+// fn decides from the snapshot (such as pinning a version it found) is seen
+// by every later Update.
+func (db *DB) ViewBetweenUpdates(fn func(*Tx) error) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.View(fn)
 }
 
 // Config returns the store's configuration record (nil for a new store).
