@@ -226,6 +226,21 @@ func (tx *Tx) dropLink(n *meta.Inode, isOpen func(meta.Ino) bool) error {
 
 // Forget releases an orphan once its last handle is closed.
 func (s *Store) Forget(ino meta.Ino) error {
+	// The kernel forgets every inode it looked up; most still have names.
+	// Only an orphan needs a write transaction (which costs pages).
+	orphan := false
+	err := s.View(func(tx *Tx) error {
+		n, err := tx.Inode(ino)
+		if err == nil {
+			orphan = n.Nlink == 0
+		} else if errors.Is(err, meta.ErrNotFound) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil || !orphan {
+		return err
+	}
 	return s.Update(func(tx *Tx) error {
 		n, err := tx.Inode(ino)
 		if errors.Is(err, meta.ErrNotFound) {

@@ -193,6 +193,7 @@ func (ds *DirStore) Close() error {
 	if ds.Store != nil {
 		ds.Store.Close()
 	}
+	ds.DB.Seal()
 	err := ds.closeDevices()
 	if cerr := ds.DB.Close(); err == nil {
 		err = cerr

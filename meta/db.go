@@ -59,7 +59,8 @@ type DB struct {
 	pageSize int64
 	wasClean bool
 
-	mu sync.Mutex // serialises Update so page accounting reads clean deltas
+	mu     sync.Mutex // serialises Update so page accounting reads clean deltas
+	sealed bool       // Seal was called
 }
 
 // Open opens or creates the metadata database at path.
@@ -95,6 +96,19 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("initialise metadata %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// ErrSealed: the store is closing and takes no more changes.
+var ErrSealed = errors.New("metadata: store is closing")
+
+// Seal refuses every later Update, after waiting for the one running. A
+// closing store seals before its devices close, so that no change (such as
+// a late FUSE forget) commits without its pages being counted; work it
+// refuses is redone at the next open (orphans are released by recovery).
+func (db *DB) Seal() {
+	db.mu.Lock()
+	db.sealed = true
+	db.mu.Unlock()
 }
 
 // SetAccount replaces the callback told of metadata page writes.
@@ -153,6 +167,9 @@ func (tx *Tx) Writable() bool { return tx.tx.Writable() }
 func (db *DB) Update(fn func(*Tx) error) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if db.sealed {
+		return ErrSealed
+	}
 	before := db.pageAlloc()
 	err := db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, db: db}) })
 	if err == nil && db.account != nil {

@@ -387,3 +387,30 @@ func TestAllocatorRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestSealRefusesUpdates: a closing store commits nothing more, so nothing
+// is written after its devices stop counting.
+func TestSealRefusesUpdates(t *testing.T) {
+	db, _ := openTest(t)
+	calls := 0
+	db.SetAccount(func(int64) { calls++ })
+	if err := db.Update(func(tx *Tx) error { return tx.SetCounter("x", 1) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Seal()
+	err := db.Update(func(tx *Tx) error { return tx.SetCounter("x", 2) })
+	if !errors.Is(err, ErrSealed) {
+		t.Fatalf("Update after Seal: %v, want ErrSealed", err)
+	}
+	if calls != 1 {
+		t.Errorf("%d accounted commits, want 1", calls)
+	}
+	if err := db.View(func(tx *Tx) error {
+		if v := tx.Counter("x"); v != 1 {
+			t.Errorf("counter %d after a refused update, want 1", v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
