@@ -78,20 +78,7 @@ func daemonPID(bin, mnt string) (int, error) {
 func (d *daemon) peakRSS() int64 { return procStatus(d.pid, "VmHWM") }
 
 func procStatus(pid int, key string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				return n << 10
-			}
-		}
-	}
-	return 0
+	return procKB(fmt.Sprintf("/proc/%d/status", pid), key)
 }
 
 // report is the mount's live stats.json.

@@ -37,15 +37,18 @@ func machineInfo(python, scratch string) Machine {
 }
 
 // meminfo returns a /proc/meminfo field in bytes.
-func meminfo(key string) int64 {
-	b, err := os.ReadFile("/proc/meminfo")
+func meminfo(key string) int64 { return procKB("/proc/meminfo", key) }
+
+// procKB reads a "Key:   N kB" field of a /proc file (meminfo, PID/status)
+// in bytes; 0 if it is missing.
+func procKB(path, key string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
-			f := strings.Fields(v)
-			if len(f) > 0 {
+			if f := strings.Fields(v); len(f) > 0 {
 				n, _ := strconv.ParseInt(f[0], 10, 64)
 				return n << 10
 			}
