@@ -45,3 +45,15 @@ func TestPeakRSSIsTheChilds(t *testing.T) {
 	}
 	_ = hold[len(hold)-1]
 }
+
+func TestProcKB(t *testing.T) {
+	if n := procStatus(os.Getpid(), "VmRSS"); n < 1<<20 {
+		t.Errorf("own VmRSS %d bytes", n)
+	}
+	if n := meminfo("MemTotal"); n < 64<<20 {
+		t.Errorf("MemTotal %d bytes", n)
+	}
+	if n := procKB("/proc/meminfo", "NoSuchField"); n != 0 {
+		t.Errorf("missing field read as %d", n)
+	}
+}
