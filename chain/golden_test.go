@@ -14,21 +14,36 @@ import (
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// TestGoldenStoreV1 opens a store written by this version of ckptfs
-// (testdata/store-v1: a torch checkpoint series with deltas, an .npy, a
-// text file with a hard link and an xattr, a symlink) and checks that every
-// file still reads back with the recorded hash and that fsck --deep is
-// clean. A change to the on-disk format that breaks old stores fails here:
-// keep this store, and add one per new format version.
-func TestGoldenStoreV1(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "store")
-	copyDir(t, "testdata/store-v1", dir)
+// goldenStores are stores written by each on-disk format version, with the
+// same content: a torch checkpoint series with deltas, an .npy, a text file
+// with a hard link and an xattr, a symlink. Keep every one, and add one per
+// new format version.
+var goldenStores = []string{"store-v1", "store-v2"}
+
+// TestGoldenStores opens a copy of each golden store (upgrading old formats)
+// and checks that every file still reads back with the recorded hash and
+// that fsck --deep is clean, then does it again after reopening the
+// upgraded copy. A change to the on-disk format that breaks old stores
+// fails here.
+func TestGoldenStores(t *testing.T) {
+	for _, name := range goldenStores {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			copyDir(t, filepath.Join("testdata", name), dir)
+			for range 2 {
+				checkGoldenStore(t, dir, filepath.Join("testdata", name+".manifest"))
+			}
+		})
+	}
+}
+
+func checkGoldenStore(t *testing.T, dir, manifestPath string) {
 	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: DefaultPolicy()}, StoredPolicy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ds.Close()
-	manifest, err := os.Open("testdata/store-v1.manifest")
+	manifest, err := os.Open(manifestPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,21 +10,27 @@ import (
 	"testing"
 )
 
-// TestGoldenStoreMounts mounts a copy of the store committed for this
-// on-disk format version (chain/testdata/store-v1) and checks its files by
+// TestGoldenStoreMounts mounts a copy of the store committed for each
+// on-disk format version (chain/testdata/store-v*) and checks its files by
 // their recorded hashes through the kernel, as a user would see them.
 func TestGoldenStoreMounts(t *testing.T) {
 	needFuse(t)
+	for _, name := range []string{"store-v1", "store-v2"} {
+		t.Run(name, func(t *testing.T) { mountGoldenStore(t, name) })
+	}
+}
+
+func mountGoldenStore(t *testing.T, name string) {
 	base := t.TempDir()
 	m := &mount{t: t, dir: filepath.Join(base, "mnt"), store: filepath.Join(base, "store")}
 	os.Mkdir(m.dir, 0o755)
 	os.Mkdir(m.store, 0o700)
-	ents, err := os.ReadDir("../chain/testdata/store-v1")
+	ents, err := os.ReadDir(filepath.Join("../chain/testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("../chain/testdata/store-v1", e.Name()))
+		b, err := os.ReadFile(filepath.Join(filepath.Join("../chain/testdata", name), e.Name()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +38,7 @@ func TestGoldenStoreMounts(t *testing.T) {
 	}
 	m.start()
 	t.Cleanup(m.stop)
-	f, err := os.Open("../chain/testdata/store-v1.manifest")
+	f, err := os.Open(filepath.Join("../chain/testdata", name+".manifest"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,7 @@ var (
 	bucketDirents   = []byte("dirents")
 	bucketXattrs    = []byte("xattrs")
 	bucketOrphans   = []byte("orphans")
-	bucketVersions  = []byte("versions")
-	bucketSegments  = []byte("segments")
-	bucketChunks    = []byte("chunks")
+	bucketVersions  = []byte("versions") // records, segments and chunks (format 2)
 	bucketFamilies  = []byte("families")
 	bucketFree      = []byte("free")
 	bucketCounters  = []byte("counters")
@@ -34,7 +32,7 @@ var (
 	bucketShadow    = []byte("shadow")
 	bucketShadowMap = []byte("shadowfree")
 	allBuckets      = [][]byte{bucketInodes, bucketDirents, bucketXattrs, bucketOrphans,
-		bucketVersions, bucketSegments, bucketChunks, bucketFamilies, bucketFree,
+		bucketVersions, bucketFamilies, bucketFree,
 		bucketCounters, bucketConfig, bucketShadow, bucketShadowMap}
 )
 
@@ -83,6 +81,9 @@ func Open(path string, opts Options) (*DB, error) {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
+		}
+		if err := checkFormat(tx); err != nil {
+			return err
 		}
 		// A store is clean only if the last process closed it; mark it
 		// in use until Close says otherwise.

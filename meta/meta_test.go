@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func openTest(t *testing.T) (*DB, string) {
@@ -412,5 +414,106 @@ func TestSealRefusesUpdates(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUpgradeFromFormat1 writes versions, segments and chunks the way
+// format 1 kept them (three buckets, 8- and 16-byte keys) and checks that
+// Open moves them under format 2 keys, drops the old buckets, and that two
+// versions' parts do not mix.
+func TestUpgradeFromFormat1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meta.db")
+	b, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1pair := func(a, n uint64) []byte { return append(u64key(a), u64key(n)...) }
+	err = b.Update(func(tx *bolt.Tx) error {
+		vb, _ := tx.CreateBucket(bucketVersions)
+		sb, _ := tx.CreateBucket(bucketV1Segments)
+		cb, _ := tx.CreateBucket(bucketV1Chunks)
+		for id := uint64(1); id <= 2; id++ {
+			v := &Version{ID: VersionID(id), Ino: Ino(10 + id), Family: "f", Size: 300}
+			if err := vb.Put(u64key(id), v.marshal()); err != nil {
+				return err
+			}
+			s := &Segment{Index: 0, Tensor: true, Key: "w", Offset: 0, Length: 300}
+			if err := sb.Put(v1pair(id, 0), s.marshal()); err != nil {
+				return err
+			}
+			for off := int64(0); off < 300; off += 100 {
+				c := &Chunk{Offset: off, Length: 100, PackOff: off + int64(id)}
+				if err := cb.Put(v1pair(id, uint64(off)), c.marshal()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	db, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *Tx) error {
+		if tx.tx.Bucket(bucketV1Segments) != nil || tx.tx.Bucket(bucketV1Chunks) != nil {
+			t.Error("format 1 buckets survived the upgrade")
+		}
+		var ids []VersionID
+		if err := tx.ForEachVersion(func(v *Version) error { ids = append(ids, v.ID); return nil }); err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(ids, []VersionID{1, 2}) {
+			t.Errorf("versions after upgrade: %v", ids)
+		}
+		for id := VersionID(1); id <= 2; id++ {
+			v, err := tx.Version(id)
+			if err != nil || v.Ino != Ino(10+id) {
+				t.Errorf("version %d: %+v %v", id, v, err)
+			}
+			segs, err := tx.Segments(id)
+			if err != nil || len(segs) != 1 || segs[0].Key != "w" {
+				t.Errorf("version %d segments: %+v %v", id, segs, err)
+			}
+			var offs []int64
+			err = tx.ForEachChunk(id, func(c *Chunk) error {
+				if c.PackOff != c.Offset+int64(id) {
+					t.Errorf("version %d chunk at %d came from another version", id, c.Offset)
+				}
+				offs = append(offs, c.Offset)
+				return nil
+			})
+			if err != nil || !reflect.DeepEqual(offs, []int64{0, 100, 200}) {
+				t.Errorf("version %d chunks: %v %v", id, offs, err)
+			}
+			if c, err := tx.ChunkAt(id, 100); err != nil || c.Offset != 100 {
+				t.Errorf("ChunkAt(%d, 100): %+v %v", id, c, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNewerFormatRefused: a store marked with a later format is not opened
+// (and not changed).
+func TestNewerFormatRefused(t *testing.T) {
+	db, path := openTest(t)
+	err := db.bolt.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketConfig).Put(keyFormat, u64key(Format+1))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(path, Options{NoSync: true}); !errors.Is(err, ErrNewerFormat) {
+		t.Fatalf("Open of a newer store: %v, want ErrNewerFormat", err)
 	}
 }

@@ -141,11 +141,3 @@ func keyU64(k []byte) uint64 {
 	}
 	return binary.BigEndian.Uint64(k)
 }
-
-// pairKey encodes (a, b) so that keys sort by a, then b.
-func pairKey(a, b uint64) []byte {
-	k := make([]byte, 16)
-	binary.BigEndian.PutUint64(k, a)
-	binary.BigEndian.PutUint64(k[8:], b)
-	return k
-}

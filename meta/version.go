@@ -1,9 +1,35 @@
 package meta
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 )
+
+// A version's record, segments and chunks share one bucket under keys that
+// start with the version number, so that a commit or a deletion rewrites one
+// run of leaf pages instead of three trees' (format 2; see docs/STORE.md).
+const (
+	tagVersion byte = 0
+	tagSegment byte = 1
+	tagChunk   byte = 2
+)
+
+// versionKey is the key of a version's record: version (8) ‖ 0.
+func versionKey(id VersionID) []byte {
+	return append(u64key(uint64(id)), tagVersion)
+}
+
+// partKey is the key of a segment (n = index) or chunk (n = file offset):
+// version (8) ‖ tag ‖ n (8).
+func partKey(id VersionID, tag byte, n uint64) []byte {
+	k := make([]byte, 17)
+	binary.BigEndian.PutUint64(k, uint64(id))
+	k[8] = tag
+	binary.BigEndian.PutUint64(k[9:], n)
+	return k
+}
 
 // NewVersionID reserves a version number.
 func (tx *Tx) NewVersionID() (VersionID, error) {
@@ -13,7 +39,7 @@ func (tx *Tx) NewVersionID() (VersionID, error) {
 
 // Version reads a version record.
 func (tx *Tx) Version(id VersionID) (*Version, error) {
-	b := tx.tx.Bucket(bucketVersions).Get(u64key(uint64(id)))
+	b := tx.tx.Bucket(bucketVersions).Get(versionKey(id))
 	if b == nil {
 		return nil, fmt.Errorf("version %d: %w", id, ErrNotFound)
 	}
@@ -26,42 +52,49 @@ func (tx *Tx) Version(id VersionID) (*Version, error) {
 
 // PutVersion writes a version record.
 func (tx *Tx) PutVersion(v *Version) error {
-	return tx.tx.Bucket(bucketVersions).Put(u64key(uint64(v.ID)), v.marshal())
+	return tx.tx.Bucket(bucketVersions).Put(versionKey(v.ID), v.marshal())
 }
 
 // DeleteVersion removes a version with its segments and chunks. Its pack
 // extents are the caller's to free.
 func (tx *Tx) DeleteVersion(id VersionID) error {
-	if err := tx.tx.Bucket(bucketVersions).Delete(u64key(uint64(id))); err != nil {
-		return err
-	}
-	if err := tx.deletePrefix(bucketSegments, u64key(uint64(id))); err != nil {
-		return err
-	}
-	return tx.deletePrefix(bucketChunks, u64key(uint64(id)))
+	return tx.deletePrefix(bucketVersions, u64key(uint64(id)))
 }
 
-// ForEachVersion calls fn for every version in number order.
+// ForEachVersion calls fn for every version in number order. It visits
+// only the version records, seeking past each version's segments and chunks.
 func (tx *Tx) ForEachVersion(fn func(*Version) error) error {
-	return tx.tx.Bucket(bucketVersions).ForEach(func(k, b []byte) error {
-		v := new(Version)
-		if err := v.unmarshal(b); err != nil {
-			return fmt.Errorf("version %d: %w", keyU64(k), err)
+	c := tx.tx.Bucket(bucketVersions).Cursor()
+	for k, b := c.First(); k != nil; {
+		id := keyU64(k)
+		if len(k) == len(versionKey(0)) && k[8] == tagVersion {
+			v := new(Version)
+			if err := v.unmarshal(b); err != nil {
+				return fmt.Errorf("version %d: %w", id, err)
+			}
+			if err := fn(v); err != nil {
+				return err
+			}
 		}
-		return fn(v)
-	})
+		if id == math.MaxUint64 {
+			return nil
+		}
+		k, b = c.Seek(u64key(id + 1))
+	}
+	return nil
 }
 
 // PutSegment records a segment of version id.
 func (tx *Tx) PutSegment(id VersionID, s *Segment) error {
-	return tx.tx.Bucket(bucketSegments).Put(pairKey(uint64(id), uint64(s.Index)), s.marshal())
+	return tx.tx.Bucket(bucketVersions).Put(partKey(id, tagSegment, uint64(s.Index)), s.marshal())
 }
 
 // Segments lists a version's segments in order.
 func (tx *Tx) Segments(id VersionID) ([]Segment, error) {
 	var out []Segment
-	c := tx.tx.Bucket(bucketSegments).Cursor()
-	for k, b := c.Seek(pairKey(uint64(id), 0)); k != nil && keyU64(k) == uint64(id); k, b = c.Next() {
+	prefix := partKey(id, tagSegment, 0)[:9]
+	c := tx.tx.Bucket(bucketVersions).Cursor()
+	for k, b := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, b = c.Next() {
 		var s Segment
 		if err := s.unmarshal(b); err != nil {
 			return nil, fmt.Errorf("version %d segment: %w", id, err)
@@ -73,26 +106,28 @@ func (tx *Tx) Segments(id VersionID) ([]Segment, error) {
 
 // PutChunk records a chunk of version id.
 func (tx *Tx) PutChunk(id VersionID, c *Chunk) error {
-	return tx.tx.Bucket(bucketChunks).Put(pairKey(uint64(id), uint64(c.Offset)), c.marshal())
+	return tx.tx.Bucket(bucketVersions).Put(partKey(id, tagChunk, uint64(c.Offset)), c.marshal())
 }
 
 // Chunks appends to dst up to max chunks of version id, in file order, starting
 // with the chunk that contains file offset from (or the first after it).
 func (tx *Tx) Chunks(dst []Chunk, id VersionID, from int64, max int) ([]Chunk, error) {
-	cur := tx.tx.Bucket(bucketChunks).Cursor()
-	k, b := cur.Seek(pairKey(uint64(id), uint64(from)))
+	start := partKey(id, tagChunk, uint64(from))
+	prefix := start[:9]
+	cur := tx.tx.Bucket(bucketVersions).Cursor()
+	k, b := cur.Seek(start)
 	// The chunk containing from starts at or before it: step back one.
-	if k == nil || keyU64(k) != uint64(id) || int64(keyU64(k[8:])) > from {
-		if pk, pb := cur.Prev(); pk != nil && keyU64(pk) == uint64(id) {
+	if k == nil || !bytes.HasPrefix(k, prefix) || int64(keyU64(k[9:])) > from {
+		if pk, pb := cur.Prev(); pk != nil && bytes.HasPrefix(pk, prefix) {
 			k, b = pk, pb
 		} else {
-			k, b = cur.Seek(pairKey(uint64(id), uint64(from))) // restore the position
+			k, b = cur.Seek(start) // restore the position
 		}
 	}
-	for n := 0; k != nil && keyU64(k) == uint64(id) && n < max; k, b = cur.Next() {
+	for n := 0; k != nil && bytes.HasPrefix(k, prefix) && n < max; k, b = cur.Next() {
 		var c Chunk
 		if err := c.unmarshal(b); err != nil {
-			return dst, fmt.Errorf("version %d chunk at %d: %w", id, int64(keyU64(k[8:])), err)
+			return dst, fmt.Errorf("version %d chunk at %d: %w", id, int64(keyU64(k[9:])), err)
 		}
 		if c.End() <= from {
 			continue
@@ -105,7 +140,7 @@ func (tx *Tx) Chunks(dst []Chunk, id VersionID, from int64, max int) ([]Chunk, e
 
 // ChunkAt returns the chunk of version id that starts exactly at file offset off.
 func (tx *Tx) ChunkAt(id VersionID, off int64) (*Chunk, error) {
-	b := tx.tx.Bucket(bucketChunks).Get(pairKey(uint64(id), uint64(off)))
+	b := tx.tx.Bucket(bucketVersions).Get(partKey(id, tagChunk, uint64(off)))
 	if b == nil {
 		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, ErrNotFound)
 	}
