@@ -292,7 +292,7 @@ func (s *extentSet) take(n int64) []Extent {
 // ShadowExtents returns the shadow device pages of an inode's content, in
 // file order (the plain filesystem the shadow device models).
 func (tx *Tx) ShadowExtents(ino Ino) ([]Extent, error) {
-	b := tx.tx.Bucket(bucketShadow).Get(u64key(uint64(ino)))
+	b := tx.tx.Bucket(bucketInodes).Get(shadowKey(ino))
 	if b == nil {
 		return nil, nil
 	}
@@ -313,9 +313,9 @@ func (tx *Tx) ShadowExtents(ino Ino) ([]Extent, error) {
 
 // PutShadowExtents records an inode's shadow pages (nil deletes the record).
 func (tx *Tx) PutShadowExtents(ino Ino, exts []Extent) error {
-	b := tx.tx.Bucket(bucketShadow)
+	b := tx.tx.Bucket(bucketInodes)
 	if len(exts) == 0 {
-		return b.Delete(u64key(uint64(ino)))
+		return b.Delete(shadowKey(ino))
 	}
 	w := recordWriter{}
 	w.uvarint(uint64(len(exts)))
@@ -323,12 +323,15 @@ func (tx *Tx) PutShadowExtents(ino Ino, exts []Extent) error {
 		w.varint(e.Start)
 		w.varint(e.Len)
 	}
-	return b.Put(u64key(uint64(ino)), w.b)
+	return b.Put(shadowKey(ino), w.b)
 }
 
 // ForEachShadow calls fn for every inode's shadow extents.
 func (tx *Tx) ForEachShadow(fn func(Ino, []Extent) error) error {
-	return tx.tx.Bucket(bucketShadow).ForEach(func(k, _ []byte) error {
+	return tx.tx.Bucket(bucketInodes).ForEach(func(k, _ []byte) error {
+		if len(k) != 9 || k[8] != tagShadow {
+			return nil // an inode record or a directory entry
+		}
 		exts, err := tx.ShadowExtents(Ino(keyU64(k)))
 		if err != nil {
 			return err
@@ -336,3 +339,14 @@ func (tx *Tx) ForEachShadow(fn func(Ino, []Extent) error) error {
 		return fn(Ino(keyU64(k)), exts)
 	})
 }
+
+// shadowKey is the key of an inode's shadow extents: ino (8) ‖ 1, beside
+// the inode's record (ino (8)), so that a commit, which changes both,
+// rewrites one leaf.
+func shadowKey(ino Ino) []byte { return append(u64key(uint64(ino)), tagShadow) }
+
+// Tags after the inode number in the inodes bucket (format 2).
+const (
+	tagShadow byte = 1
+	tagDirent byte = 2
+)

@@ -20,8 +20,7 @@ var ErrNotFound = errors.New("not found")
 
 // Bucket names. docs/STORE.md describes each record.
 var (
-	bucketInodes    = []byte("inodes")
-	bucketDirents   = []byte("dirents")
+	bucketInodes    = []byte("inodes") // and shadow extents and directory entries (format 2)
 	bucketXattrs    = []byte("xattrs")
 	bucketOrphans   = []byte("orphans")
 	bucketVersions  = []byte("versions") // records, segments and chunks (format 2)
@@ -29,11 +28,10 @@ var (
 	bucketFree      = []byte("free")
 	bucketCounters  = []byte("counters")
 	bucketConfig    = []byte("config")
-	bucketShadow    = []byte("shadow")
 	bucketShadowMap = []byte("shadowfree")
-	allBuckets      = [][]byte{bucketInodes, bucketDirents, bucketXattrs, bucketOrphans,
+	allBuckets      = [][]byte{bucketInodes, bucketXattrs, bucketOrphans,
 		bucketVersions, bucketFamilies, bucketFree,
-		bucketCounters, bucketConfig, bucketShadow, bucketShadowMap}
+		bucketCounters, bucketConfig, bucketShadowMap}
 )
 
 var keyClean = []byte("clean")

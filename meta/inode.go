@@ -34,7 +34,7 @@ func (tx *Tx) NewInode(n *Inode) error {
 }
 
 // DeleteInode removes an inode, its xattrs and any orphan mark. The caller
-// releases its content version.
+// releases its content version and its shadow extents.
 func (tx *Tx) DeleteInode(ino Ino) error {
 	if err := tx.tx.Bucket(bucketInodes).Delete(u64key(uint64(ino))); err != nil {
 		return err
@@ -48,6 +48,9 @@ func (tx *Tx) DeleteInode(ino Ino) error {
 // ForEachInode calls fn for every inode in number order.
 func (tx *Tx) ForEachInode(fn func(*Inode) error) error {
 	return tx.tx.Bucket(bucketInodes).ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return nil // the inode's shadow extents or a directory entry
+		}
 		n := new(Inode)
 		if err := n.unmarshal(v); err != nil {
 			return fmt.Errorf("inode %d: %w", keyU64(k), err)
@@ -56,13 +59,23 @@ func (tx *Tx) ForEachInode(fn func(*Inode) error) error {
 	})
 }
 
+// direntKey is the key of an entry of directory parent: parent (8) ‖ 2 ‖
+// name, in the inodes bucket right after the directory's own record, so
+// that a namespace change, which updates the directory too, rewrites one
+// leaf.
 func direntKey(parent Ino, name string) []byte {
-	return append(u64key(uint64(parent)), name...)
+	return append(direntPrefix(parent), name...)
 }
+
+func direntPrefix(parent Ino) []byte { return append(u64key(uint64(parent)), tagDirent) }
+
+// isDirentKey tells a directory entry's key from an inode's (8 bytes) and
+// from its shadow extents' (shadowKey).
+func isDirentKey(k []byte) bool { return len(k) > 9 && k[8] == tagDirent }
 
 // Lookup finds name in directory parent.
 func (tx *Tx) Lookup(parent Ino, name string) (Ino, error) {
-	v := tx.tx.Bucket(bucketDirents).Get(direntKey(parent, name))
+	v := tx.tx.Bucket(bucketInodes).Get(direntKey(parent, name))
 	if len(v) != 8 {
 		return 0, fmt.Errorf("lookup %q in %d: %w", name, parent, ErrNotFound)
 	}
@@ -71,12 +84,12 @@ func (tx *Tx) Lookup(parent Ino, name string) (Ino, error) {
 
 // Link adds (or replaces) the entry name -> child in parent.
 func (tx *Tx) Link(parent Ino, name string, child Ino) error {
-	return tx.tx.Bucket(bucketDirents).Put(direntKey(parent, name), u64key(uint64(child)))
+	return tx.tx.Bucket(bucketInodes).Put(direntKey(parent, name), u64key(uint64(child)))
 }
 
 // Unlink removes the entry name from parent.
 func (tx *Tx) Unlink(parent Ino, name string) error {
-	return tx.tx.Bucket(bucketDirents).Delete(direntKey(parent, name))
+	return tx.tx.Bucket(bucketInodes).Delete(direntKey(parent, name))
 }
 
 // Dirent is one directory entry.
@@ -88,28 +101,31 @@ type Dirent struct {
 // ReadDir lists a directory in name order.
 func (tx *Tx) ReadDir(parent Ino) ([]Dirent, error) {
 	var out []Dirent
-	prefix := u64key(uint64(parent))
-	c := tx.tx.Bucket(bucketDirents).Cursor()
+	prefix := direntPrefix(parent)
+	c := tx.tx.Bucket(bucketInodes).Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		out = append(out, Dirent{Name: string(k[8:]), Ino: Ino(keyU64(v))})
+		out = append(out, Dirent{Name: string(k[len(prefix):]), Ino: Ino(keyU64(v))})
 	}
 	return out, nil
 }
 
 // DirEmpty reports whether a directory has no entries.
 func (tx *Tx) DirEmpty(parent Ino) bool {
-	prefix := u64key(uint64(parent))
-	k, _ := tx.tx.Bucket(bucketDirents).Cursor().Seek(prefix)
+	prefix := direntPrefix(parent)
+	k, _ := tx.tx.Bucket(bucketInodes).Cursor().Seek(prefix)
 	return k == nil || !bytes.HasPrefix(k, prefix)
 }
 
 // ForEachDirent calls fn for every directory entry of the store.
 func (tx *Tx) ForEachDirent(fn func(parent Ino, name string, child Ino) error) error {
-	return tx.tx.Bucket(bucketDirents).ForEach(func(k, v []byte) error {
-		if len(k) < 8 || len(v) != 8 {
+	return tx.tx.Bucket(bucketInodes).ForEach(func(k, v []byte) error {
+		if !isDirentKey(k) {
+			return nil
+		}
+		if len(v) != 8 {
 			return fmt.Errorf("dirent %x: %w", k, ErrCorruptRecord)
 		}
-		return fn(Ino(keyU64(k)), string(k[8:]), Ino(keyU64(v)))
+		return fn(Ino(keyU64(k)), string(k[9:]), Ino(keyU64(v)))
 	})
 }
 

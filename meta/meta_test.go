@@ -432,6 +432,14 @@ func TestUpgradeFromFormat1(t *testing.T) {
 		vb, _ := tx.CreateBucket(bucketVersions)
 		sb, _ := tx.CreateBucket(bucketV1Segments)
 		cb, _ := tx.CreateBucket(bucketV1Chunks)
+		db, _ := tx.CreateBucket(bucketV1Dirents)
+		if err := db.Put(append(u64key(1), "ckpt.pt"...), u64key(11)); err != nil {
+			return err
+		}
+		shb, _ := tx.CreateBucket(bucketV1Shadow)
+		if err := shb.Put(u64key(11), []byte{1, 14, 6}); err != nil { // one extent: start 7, 3 pages
+			return err
+		}
 		for id := uint64(1); id <= 2; id++ {
 			v := &Version{ID: VersionID(id), Ino: Ino(10 + id), Family: "f", Size: 300}
 			if err := vb.Put(u64key(id), v.marshal()); err != nil {
@@ -461,8 +469,14 @@ func TestUpgradeFromFormat1(t *testing.T) {
 	}
 	defer db.Close()
 	err = db.View(func(tx *Tx) error {
-		if tx.tx.Bucket(bucketV1Segments) != nil || tx.tx.Bucket(bucketV1Chunks) != nil {
+		if tx.tx.Bucket(bucketV1Segments) != nil || tx.tx.Bucket(bucketV1Chunks) != nil || tx.tx.Bucket(bucketV1Shadow) != nil || tx.tx.Bucket(bucketV1Dirents) != nil {
 			t.Error("format 1 buckets survived the upgrade")
+		}
+		if ino, err := tx.Lookup(1, "ckpt.pt"); err != nil || ino != 11 {
+			t.Errorf("directory entry after upgrade: %d %v", ino, err)
+		}
+		if e, err := tx.ShadowExtents(11); err != nil || !reflect.DeepEqual(e, []Extent{{Start: 7, Len: 3}}) {
+			t.Errorf("shadow extents after upgrade: %+v %v", e, err)
 		}
 		var ids []VersionID
 		if err := tx.ForEachVersion(func(v *Version) error { ids = append(ids, v.ID); return nil }); err != nil {
@@ -515,5 +529,64 @@ func TestNewerFormatRefused(t *testing.T) {
 	db.Close()
 	if _, err := Open(path, Options{NoSync: true}); !errors.Is(err, ErrNewerFormat) {
 		t.Fatalf("Open of a newer store: %v, want ErrNewerFormat", err)
+	}
+}
+
+// TestInodesBucketKinds: shadow records and directory entries share
+// the inodes bucket; each iteration sees only its own kind.
+func TestInodesBucketKinds(t *testing.T) {
+	db, _ := openTest(t)
+	err := db.Update(func(tx *Tx) error {
+		for i := 0; i < 3; i++ {
+			n := &Inode{Mode: 0o100644, Nlink: 1}
+			if err := tx.NewInode(n); err != nil {
+				return err
+			}
+			if err := tx.PutShadowExtents(n.Ino, []Extent{{Start: int64(10 * i), Len: 2}}); err != nil {
+				return err
+			}
+			if err := tx.Link(RootIno, string(rune('a'+i)), n.Ino); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.View(func(tx *Tx) error {
+		inodes, shadows := 0, 0
+		if err := tx.ForEachInode(func(*Inode) error { inodes++; return nil }); err != nil {
+			return err
+		}
+		if err := tx.ForEachShadow(func(_ Ino, e []Extent) error {
+			if len(e) != 1 || e[0].Len != 2 {
+				t.Errorf("shadow extents %+v", e)
+			}
+			shadows++
+			return nil
+		}); err != nil {
+			return err
+		}
+		dirents := 0
+		if err := tx.ForEachDirent(func(p Ino, name string, c Ino) error {
+			if p != RootIno || len(name) != 1 {
+				t.Errorf("dirent %d %q -> %d", p, name, c)
+			}
+			dirents++
+			return nil
+		}); err != nil {
+			return err
+		}
+		if ents, _ := tx.ReadDir(RootIno); len(ents) != 3 || tx.DirEmpty(RootIno) {
+			t.Errorf("ReadDir(root) = %+v", ents)
+		}
+		if shadows != 3 || inodes != 3 || dirents != 3 {
+			t.Errorf("saw %d inodes, %d shadow records, %d directory entries; want 3 of each", inodes, shadows, dirents)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,7 +23,7 @@ func checkFormat(tx *bolt.Tx) error {
 	if v := c.Get(keyFormat); len(v) == 8 && binary.BigEndian.Uint64(v) > Format {
 		return fmt.Errorf("format %d, this ckptfs reads up to %d: %w", binary.BigEndian.Uint64(v), Format, ErrNewerFormat)
 	}
-	if err := migrateV1Versions(tx); err != nil {
+	if err := migrateV1(tx); err != nil {
 		return fmt.Errorf("upgrade from format 1: %w", err)
 	}
 	return c.Put(keyFormat, binary.BigEndian.AppendUint64(nil, Format))
@@ -31,11 +31,65 @@ func checkFormat(tx *bolt.Tx) error {
 
 // Format 1 kept version records, segments and chunks in three buckets
 // (versions: version (8); segments: version (8) ‖ index (8); chunks:
-// version (8) ‖ offset (8)). Format 2 keeps them in one.
+// version (8) ‖ offset (8)), and shadow extents in their own (shadow: ino
+// (8)) and directory entries likewise (dirents: parent (8) ‖ name). Format
+// 2 keeps the first three in one bucket, and shadow extents and directory
+// entries beside their inodes.
 var (
 	bucketV1Segments = []byte("segments")
 	bucketV1Chunks   = []byte("chunks")
+	bucketV1Shadow   = []byte("shadow")
+	bucketV1Dirents  = []byte("dirents")
 )
+
+// migrateV1 upgrades a format 1 store; it does nothing to a format 2 one.
+func migrateV1(tx *bolt.Tx) error {
+	if err := migrateV1Versions(tx); err != nil {
+		return err
+	}
+	if err := migrateV1Dirents(tx); err != nil {
+		return err
+	}
+	return migrateV1Shadow(tx)
+}
+
+// migrateV1Dirents moves directory entries beside their directories.
+func migrateV1Dirents(tx *bolt.Tx) error {
+	old := tx.Bucket(bucketV1Dirents)
+	if old == nil {
+		return nil
+	}
+	inodes := tx.Bucket(bucketInodes)
+	err := old.ForEach(func(k, v []byte) error {
+		if len(k) <= 8 {
+			return fmt.Errorf("dirents: key of %d bytes", len(k))
+		}
+		return inodes.Put(direntKey(Ino(keyU64(k)), string(k[8:])), append([]byte(nil), v...))
+	})
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket(bucketV1Dirents)
+}
+
+// migrateV1Shadow moves the shadow extents beside their inodes.
+func migrateV1Shadow(tx *bolt.Tx) error {
+	old := tx.Bucket(bucketV1Shadow)
+	if old == nil {
+		return nil
+	}
+	inodes := tx.Bucket(bucketInodes)
+	err := old.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("shadow: key of %d bytes", len(k))
+		}
+		return inodes.Put(shadowKey(Ino(keyU64(k))), append([]byte(nil), v...))
+	})
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket(bucketV1Shadow)
+}
 
 // migrateV1Versions moves a format 1 store's segments and chunks into the
 // versions bucket under format 2 keys, inside the opening transaction, so an
