@@ -186,3 +186,17 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	}
 	return syscall.EOPNOTSUPP
 }
+
+var _ gofs.NodeFsyncer = (*Node)(nil)
+
+// Fsync serves fsync(2) on any node. The kernel sends it to the node first
+// (and fsync of a directory only here), so a file's handle does the work;
+// for a directory, whose changes are committed already, the store is made
+// durable. Without it fsync of a directory failed with EOPNOTSUPP, which
+// breaks writers that sync the directory after a rename.
+func (n *Node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(*handle); ok {
+		return h.Fsync(ctx, flags)
+	}
+	return toErrno(n.fsys.store.SyncData())
+}

@@ -33,3 +33,33 @@ func TestTruncateRightAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// TestFsyncDirectory: fsync(2) of a directory (what careful writers do after
+// os.replace) used to fail with EOPNOTSUPP; it must succeed, on the root and
+// on a subdirectory, and fsync of a file opened read-only too.
+func TestFsyncDirectory(t *testing.T) {
+	m := newMount(t)
+	if err := os.Mkdir(m.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.path("d/tmp"), []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.path("d/tmp"), m.path("d/final")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{m.dir, m.path("d"), m.path("d/final")} {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Errorf("fsync %s: %v", p, err)
+		}
+		f.Close()
+	}
+	m.restart()
+	if b, err := os.ReadFile(m.path("d/final")); err != nil || string(b) != "weights" {
+		t.Fatalf("after remount: %q %v", b, err)
+	}
+}
