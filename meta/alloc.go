@@ -329,7 +329,7 @@ func (tx *Tx) PutShadowExtents(ino Ino, exts []Extent) error {
 // ForEachShadow calls fn for every inode's shadow extents.
 func (tx *Tx) ForEachShadow(fn func(Ino, []Extent) error) error {
 	return tx.tx.Bucket(bucketInodes).ForEach(func(k, _ []byte) error {
-		if len(k) != 9 || k[8] != tagShadow {
+		if !isShadowKey(k) {
 			return nil // an inode record or a directory entry
 		}
 		exts, err := tx.ShadowExtents(Ino(keyU64(k)))
@@ -345,8 +345,4 @@ func (tx *Tx) ForEachShadow(fn func(Ino, []Extent) error) error {
 // rewrites one leaf.
 func shadowKey(ino Ino) []byte { return append(u64key(uint64(ino)), tagShadow) }
 
-// Tags after the inode number in the inodes bucket (format 2).
-const (
-	tagShadow byte = 1
-	tagDirent byte = 2
-)
+func isShadowKey(k []byte) bool { return len(k) == 9 && k[8] == tagShadow }

@@ -59,6 +59,14 @@ func (tx *Tx) ForEachInode(fn func(*Inode) error) error {
 	})
 }
 
+// Tags after the inode number in the inodes bucket (format 2): an inode's
+// record is ino (8), its shadow extents ino (8) ‖ tagShadow, a directory's
+// entries ino (8) ‖ tagDirent ‖ name.
+const (
+	tagShadow byte = 1
+	tagDirent byte = 2
+)
+
 // direntKey is the key of an entry of directory parent: parent (8) ‖ 2 ‖
 // name, in the inodes bucket right after the directory's own record, so
 // that a namespace change, which updates the directory too, rewrites one

@@ -43,65 +43,43 @@ var (
 )
 
 // migrateV1 upgrades a format 1 store; it does nothing to a format 2 one.
+// It runs inside the opening transaction, so an upgrade either completes or
+// leaves the store as it was.
 func migrateV1(tx *bolt.Tx) error {
-	if err := migrateV1Versions(tx); err != nil {
-		return err
-	}
-	if err := migrateV1Dirents(tx); err != nil {
-		return err
-	}
-	return migrateV1Shadow(tx)
-}
-
-// migrateV1Dirents moves directory entries beside their directories.
-func migrateV1Dirents(tx *bolt.Tx) error {
-	old := tx.Bucket(bucketV1Dirents)
-	if old == nil {
-		return nil
-	}
-	inodes := tx.Bucket(bucketInodes)
-	err := old.ForEach(func(k, v []byte) error {
-		if len(k) <= 8 {
-			return fmt.Errorf("dirents: key of %d bytes", len(k))
+	if tx.Bucket(bucketV1Segments) != nil || tx.Bucket(bucketV1Chunks) != nil {
+		if err := rekeyV1Versions(tx.Bucket(bucketVersions)); err != nil {
+			return err
 		}
-		return inodes.Put(direntKey(Ino(keyU64(k)), string(k[8:])), append([]byte(nil), v...))
-	})
-	if err != nil {
-		return err
 	}
-	return tx.DeleteBucket(bucketV1Dirents)
-}
-
-// migrateV1Shadow moves the shadow extents beside their inodes.
-func migrateV1Shadow(tx *bolt.Tx) error {
-	old := tx.Bucket(bucketV1Shadow)
-	if old == nil {
-		return nil
+	moves := []struct {
+		from  []byte
+		to    []byte
+		rekey func(k []byte) ([]byte, bool)
+	}{
+		{bucketV1Segments, bucketVersions, func(k []byte) ([]byte, bool) {
+			return partKey(VersionID(keyU64(k)), tagSegment, keyU64(k[8:])), len(k) == 16
+		}},
+		{bucketV1Chunks, bucketVersions, func(k []byte) ([]byte, bool) {
+			return partKey(VersionID(keyU64(k)), tagChunk, keyU64(k[8:])), len(k) == 16
+		}},
+		{bucketV1Dirents, bucketInodes, func(k []byte) ([]byte, bool) {
+			return direntKey(Ino(keyU64(k)), string(k[min(8, len(k)):])), len(k) > 8
+		}},
+		{bucketV1Shadow, bucketInodes, func(k []byte) ([]byte, bool) {
+			return shadowKey(Ino(keyU64(k))), len(k) == 8
+		}},
 	}
-	inodes := tx.Bucket(bucketInodes)
-	err := old.ForEach(func(k, v []byte) error {
-		if len(k) != 8 {
-			return fmt.Errorf("shadow: key of %d bytes", len(k))
+	for _, m := range moves {
+		if err := moveRecords(tx, m.from, m.to, m.rekey); err != nil {
+			return err
 		}
-		return inodes.Put(shadowKey(Ino(keyU64(k))), append([]byte(nil), v...))
-	})
-	if err != nil {
-		return err
 	}
-	return tx.DeleteBucket(bucketV1Shadow)
+	return nil
 }
 
-// migrateV1Versions moves a format 1 store's segments and chunks into the
-// versions bucket under format 2 keys, inside the opening transaction, so an
-// upgrade either completes or leaves the store as it was.
-func migrateV1Versions(tx *bolt.Tx) error {
-	segs, chunks := tx.Bucket(bucketV1Segments), tx.Bucket(bucketV1Chunks)
-	if segs == nil && chunks == nil {
-		return nil
-	}
-	versions := tx.Bucket(bucketVersions)
-	// Version records had 8-byte keys; take them out before adding any
-	// format 2 key to the same bucket.
+// rekeyV1Versions gives format 1 version records (8-byte keys) their
+// format 2 keys, before any other format 2 key joins the bucket.
+func rekeyV1Versions(versions *bolt.Bucket) error {
 	type record struct{ k, v []byte }
 	var old []record
 	err := versions.ForEach(func(k, v []byte) error {
@@ -122,23 +100,26 @@ func migrateV1Versions(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	move := func(b *bolt.Bucket, name []byte, tag byte) error {
-		if b == nil {
-			return nil
-		}
-		err := b.ForEach(func(k, v []byte) error {
-			if len(k) != 16 {
-				return fmt.Errorf("%s: key of %d bytes", name, len(k))
-			}
-			return versions.Put(partKey(VersionID(keyU64(k)), tag, keyU64(k[8:])), append([]byte(nil), v...))
-		})
-		if err != nil {
-			return err
-		}
-		return tx.DeleteBucket(name)
+	return nil
+}
+
+// moveRecords moves every record of bucket from, if it exists, into bucket
+// to under the key rekey gives (false: a malformed key), then drops from.
+func moveRecords(tx *bolt.Tx, from, to []byte, rekey func(k []byte) ([]byte, bool)) error {
+	old := tx.Bucket(from)
+	if old == nil {
+		return nil
 	}
-	if err := move(segs, bucketV1Segments, tagSegment); err != nil {
+	dst := tx.Bucket(to)
+	err := old.ForEach(func(k, v []byte) error {
+		nk, ok := rekey(k)
+		if !ok {
+			return fmt.Errorf("%s: malformed key %x", from, k)
+		}
+		return dst.Put(nk, append([]byte(nil), v...))
+	})
+	if err != nil {
 		return err
 	}
-	return move(chunks, bucketV1Chunks, tagChunk)
+	return tx.DeleteBucket(from)
 }
