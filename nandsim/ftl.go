@@ -45,8 +45,8 @@ type ftl struct {
 	nLogical     int32
 	low, high    int32 // GC watermarks in free blocks per die
 
-	l2p    []int32 // logical -> physical page
-	p2l    []int32 // physical -> logical page (-1 = free or invalid)
+	l2p    pageMap // logical -> physical page
+	p2l    pageMap // physical -> logical page (-1 = free or invalid)
 	valid  []int32 // valid pages per block
 	erases []uint32
 	stamp  []int64 // tick of the block's last program or invalidation (cost-benefit age)
@@ -74,8 +74,8 @@ func newFTL(cfg Config) *ftl {
 		nLogical:     int32(cfg.LogicalPages()),
 		low:          cfg.lowBlocks(),
 		high:         cfg.highBlocks(),
-		l2p:          make([]int32, cfg.LogicalPages()),
-		p2l:          make([]int32, cfg.PhysicalPages()),
+		l2p:          newPageMap(cfg.LogicalPages()),
+		p2l:          newPageMap(cfg.PhysicalPages()),
 		valid:        make([]int32, nBlocks),
 		erases:       make([]uint32, nBlocks),
 		stamp:        make([]int64, nBlocks),
@@ -85,8 +85,6 @@ func newFTL(cfg Config) *ftl {
 		dies:         make([]die, cfg.Dies()),
 		clock:        newClocks(cfg),
 	}
-	fill(f.l2p, -1)
-	fill(f.p2l, -1)
 	for d := range f.dies {
 		f.dies[d] = f.newDie()
 		for i := int32(0); i < f.blocksPerDie; i++ {
@@ -110,27 +108,15 @@ func (f *ftl) newDie() die {
 	return dd
 }
 
-// fill sets every element to v by doubling copies: the maps of a full-size
-// device are tens of MB, and copy runs at memory speed.
-func fill(s []int32, v int32) {
-	if len(s) == 0 {
-		return
-	}
-	s[0] = v
-	for n := 1; n < len(s); n *= 2 {
-		copy(s[n:], s[:n])
-	}
-}
-
 func (f *ftl) dieOf(b int32) int32 { return b / f.blocksPerDie }
 
 // write maps lpn to a fresh page, invalidating its previous copy. It is the
 // host's write and Account path: it counts a host page and a program.
 func (f *ftl) write(lpn int32) error {
 	f.tick++
-	if old := f.l2p[lpn]; old >= 0 {
+	if old := f.l2p.get(lpn); old >= 0 {
 		f.invalidate(old)
-		f.l2p[lpn] = -1
+		f.l2p.set(lpn, -1)
 	}
 	d, err := f.pickDie()
 	if err != nil {
@@ -145,9 +131,9 @@ func (f *ftl) write(lpn int32) error {
 
 // trim unmaps lpn; the page it occupied becomes invalid.
 func (f *ftl) trim(lpn int32) {
-	if old := f.l2p[lpn]; old >= 0 {
+	if old := f.l2p.get(lpn); old >= 0 {
 		f.invalidate(old)
-		f.l2p[lpn] = -1
+		f.l2p.set(lpn, -1)
 	}
 	f.ctr.trimmed++
 }
@@ -155,7 +141,7 @@ func (f *ftl) trim(lpn int32) {
 // read charges the flash read of lpn, if it is mapped.
 func (f *ftl) read(lpn int32) {
 	f.ctr.hostRead++
-	if ppn := f.l2p[lpn]; ppn >= 0 {
+	if ppn := f.l2p.get(lpn); ppn >= 0 {
 		f.clock.hostRead(f.dieOf(ppn / f.pages))
 	}
 }
@@ -211,8 +197,8 @@ func (f *ftl) program(fr *frontier, lpn int32) {
 	b := fr.block
 	ppn := b*f.pages + fr.next
 	fr.next++
-	f.p2l[ppn] = lpn
-	f.l2p[lpn] = ppn
+	f.p2l.set(ppn, lpn)
+	f.l2p.set(lpn, ppn)
 	f.valid[b]++
 	f.stamp[b] = f.tick
 }
@@ -231,7 +217,7 @@ func (f *ftl) closeBlock(b int32) {
 // tail: buckets stay ordered by stamp, which cost-benefit relies on.
 func (f *ftl) invalidate(ppn int32) {
 	b := ppn / f.pages
-	f.p2l[ppn] = -1
+	f.p2l.set(ppn, -1)
 	v := f.valid[b]
 	f.valid[b] = v - 1
 	f.stamp[b] = f.tick
@@ -248,7 +234,7 @@ func (f *ftl) invalidate(ppn int32) {
 func (f *ftl) liveLogical() int64 {
 	var n int64
 	for _, p := range f.l2p {
-		if p >= 0 {
+		if p != 0 {
 			n++
 		}
 	}

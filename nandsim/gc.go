@@ -36,7 +36,7 @@ func (f *ftl) clean(d, b int32) error {
 	base := b * f.pages
 	copies := int64(0)
 	for p := base; p < base+f.pages; p++ {
-		lpn := f.p2l[p]
+		lpn := f.p2l.get(p)
 		if lpn < 0 {
 			continue
 		}
@@ -50,7 +50,7 @@ func (f *ftl) clean(d, b int32) error {
 			}
 			f.open(&dd.gc, nb)
 		}
-		f.p2l[p] = -1
+		f.p2l.set(p, -1)
 		f.program(&dd.gc, lpn)
 		copies++
 	}

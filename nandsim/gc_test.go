@@ -136,8 +136,8 @@ func TestInvariantsAfterEveryGC(t *testing.T) {
 func TestCheckInvariantsCatchesCorruption(t *testing.T) {
 	for name, corrupt := range map[string]func(f *ftl){
 		"valid count": func(f *ftl) { f.valid[f.dies[0].host.block]++ },
-		"p2l":         func(f *ftl) { f.p2l[f.l2p[3]] = 4 },
-		"l2p":         func(f *ftl) { f.l2p[5] = f.l2p[6] },
+		"p2l":         func(f *ftl) { f.p2l.set(f.l2p.get(3), 4) },
+		"l2p":         func(f *ftl) { f.l2p.set(5, f.l2p.get(6)) },
 		"free list":   func(f *ftl) { f.dies[1].free.n-- },
 		"state":       func(f *ftl) { f.state[f.dies[0].host.block] = blockClosed },
 		"erase count": func(f *ftl) { f.erases[0]-- },

@@ -131,7 +131,8 @@ func (f *ftl) checkMaps() error {
 	}
 	var live int64
 	counts := make([]int32, len(f.state))
-	for ppn, lpn := range f.p2l {
+	for ppn := range f.p2l {
+		lpn := f.p2l.get(int32(ppn))
 		if lpn < 0 {
 			continue
 		}
@@ -139,7 +140,7 @@ func (f *ftl) checkMaps() error {
 		if int32(ppn)%f.pages >= written[b] {
 			return bad("physical page %d (block %d) holds logical page %d but was never programmed", ppn, b, lpn)
 		}
-		if lpn >= f.nLogical || f.l2p[lpn] != int32(ppn) {
+		if lpn >= f.nLogical || f.l2p.get(lpn) != int32(ppn) {
 			return bad("physical page %d claims logical page %d, which maps elsewhere", ppn, lpn)
 		}
 		counts[b]++
@@ -151,11 +152,12 @@ func (f *ftl) checkMaps() error {
 		}
 	}
 	var mapped int64
-	for lpn, ppn := range f.l2p {
+	for lpn := range f.l2p {
+		ppn := f.l2p.get(int32(lpn))
 		if ppn < 0 {
 			continue
 		}
-		if ppn >= int32(len(f.p2l)) || f.p2l[ppn] != int32(lpn) {
+		if ppn >= int32(len(f.p2l)) || f.p2l.get(ppn) != int32(lpn) {
 			return bad("logical page %d maps to physical %d, which does not map back", lpn, ppn)
 		}
 		mapped++

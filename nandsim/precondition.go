@@ -138,7 +138,7 @@ func (f *ftl) mapBacking(st store, pageSize int64) (int64, error) {
 	full := false
 	err := st.pages(pageSize, func(lpn, n int64) {
 		for i := lpn; i < min(lpn+n, int64(f.nLogical)) && !full; i++ {
-			if f.l2p[i] >= 0 {
+			if f.l2p.get(int32(i)) >= 0 {
 				continue
 			}
 			if !f.place(int32(i)) {

@@ -76,7 +76,8 @@ func encodeState(f *ftl) []byte {
 		}
 	}
 	prev := int64(-1)
-	for _, p := range f.l2p {
+	for _, stored := range f.l2p {
+		p := stored - 1 // the page map's -1 for unmapped
 		w.varint(int64(p) - prev)
 		prev = int64(p)
 	}
@@ -92,7 +93,7 @@ func encodeState(f *ftl) []byte {
 // snapshot copies what encodeState reads, so it can run unlocked.
 func (f *ftl) snapshot() *ftl {
 	c := *f
-	c.l2p = slices.Clone(f.l2p)
+	c.l2p = f.l2p.clone()
 	c.erases = slices.Clone(f.erases)
 	c.stamp = slices.Clone(f.stamp)
 	c.state = slices.Clone(f.state)

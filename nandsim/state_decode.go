@@ -119,7 +119,6 @@ func decodePayload(payload []byte, cfg Config) (*ftl, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	fill(f.p2l, -1)
 	prev := int64(-1)
 	for lpn := range f.l2p {
 		p := prev + r.varint()
@@ -129,13 +128,13 @@ func decodePayload(payload []byte, cfg Config) (*ftl, error) {
 		if p < -1 || p >= int64(len(f.p2l)) {
 			return nil, fmt.Errorf("%w: logical page %d maps to physical %d, out of range", ErrBadState, lpn, p)
 		}
-		f.l2p[lpn] = int32(p)
+		f.l2p.set(int32(lpn), int32(p))
 		prev = p
 		if p >= 0 {
-			if f.p2l[p] >= 0 {
+			if f.p2l.get(int32(p)) >= 0 {
 				return nil, fmt.Errorf("%w: physical page %d mapped twice", ErrBadState, p)
 			}
-			f.p2l[p] = int32(lpn)
+			f.p2l.set(int32(p), int32(lpn))
 			f.valid[p/int64(f.pages)]++
 		}
 	}
