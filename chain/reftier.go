@@ -38,6 +38,16 @@ type tierVersion struct {
 
 const staleAfter = 8
 
+// DefaultCacheBytes is the memory a store gives plain chunks by default.
+// refTierEighths of it goes to the reference tier: a reference chunk that
+// is not there is rebuilt through the whole delta chain, at a cost that
+// grows with the chain's depth on every save, while reads only need room
+// for read-ahead and for chunks that concurrent readers share.
+const (
+	DefaultCacheBytes = 128 << 20
+	refTierEighths    = 7
+)
+
 func newRefTier(max int64) *refTier {
 	return &refTier{max: max, items: map[chunkKey][]byte{}, vers: map[meta.VersionID]*tierVersion{}}
 }

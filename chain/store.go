@@ -25,7 +25,8 @@ type Options struct {
 	// device, at least 64 pages.
 	MetaPages int64
 	// CacheBytes bounds the memory for plain chunks: references kept for
-	// the next save of each family, and rebuilt chunks for reads. 0: 64 MiB.
+	// the next save of each family, and rebuilt chunks for reads. 0:
+	// DefaultCacheBytes.
 	CacheBytes int64
 	// Workers encode and decode chunks in parallel. 0: GOMAXPROCS.
 	Workers int
@@ -91,12 +92,11 @@ func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
 	}
 	cacheBytes := opts.CacheBytes
 	if cacheBytes <= 0 {
-		cacheBytes = 64 << 20
+		cacheBytes = DefaultCacheBytes
 	}
-	// Most of the memory goes to the reference tier: saving is the hot
-	// path; reads share the rest.
-	s.refs = newRefTier(cacheBytes * 5 / 8)
-	s.cache = newChunkCache(cacheBytes - cacheBytes*5/8)
+	tier := cacheBytes / 8 * refTierEighths
+	s.refs = newRefTier(tier)
+	s.cache = newChunkCache(cacheBytes - tier)
 	s.metaPages = opts.MetaPages
 	if s.metaPages <= 0 {
 		s.metaPages = max(64, dev.LogicalPages()/256)

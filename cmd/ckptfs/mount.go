@@ -88,7 +88,7 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.StringVar(&f.deviceSize, "device-size", "", "physical size of a new store's simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users access the mount")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
-	fl.IntVar(&f.cacheMiB, "cache-mib", 64, "memory for rebuilt chunks (MiB)")
+	fl.IntVar(&f.cacheMiB, "cache-mib", chain.DefaultCacheBytes>>20, "memory for plain chunks: the references of the next saves (7/8) and rebuilt chunks for reads (MiB)")
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
 	fl.MarkHidden("cpuprofile")
