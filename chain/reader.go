@@ -77,6 +77,15 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
+		// The newest version of a family is usually in the reference
+		// tier, whole: reading back a checkpoint just saved rebuilds
+		// nothing.
+		if k, ok := r.s.refs.copyAt(chunkKey{r.id, c.Offset}, p[n:], off-c.Offset); ok {
+			n += k
+			off += int64(k)
+			last = c
+			continue
+		}
 		plain, err := r.s.chunkPlain(r.id, c.Offset)
 		if err != nil {
 			logrus.WithError(err).Errorf("read version %d at %d", r.id, off)
@@ -141,7 +150,7 @@ func (r *Reader) readAhead(start, end int64, last meta.Chunk) {
 			r.ahead = c.End()
 		}
 		r.mu.Unlock()
-		if !started {
+		if !started && !r.s.refs.has(chunkKey{r.id, c.Offset}) {
 			go func() { _, _ = r.s.chunkPlain(r.id, c.Offset) }()
 		}
 	}

@@ -116,6 +116,28 @@ func (t *refTier) get(k chunkKey, take bool) ([]byte, bool) {
 	return v, true
 }
 
+// copyAt copies chunk k's bytes from off into dst, under the lock: a save
+// may take the chunk and recycle its buffer at any time, so readers copy
+// rather than share it. It reports false when k is not in the tier.
+func (t *refTier) copyAt(k chunkKey, dst []byte, off int64) (int, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok := t.items[k]
+	if !ok || off > int64(len(v)) {
+		return 0, false
+	}
+	t.hits++
+	return copy(dst, v[off:]), true
+}
+
+// has reports whether chunk k is in the tier.
+func (t *refTier) has(k chunkKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.items[k]
+	return ok
+}
+
 // dropVersion forgets a version (freed, or an abandoned save).
 func (t *refTier) dropVersion(id meta.VersionID) {
 	t.mu.Lock()
