@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ckptfs/ckptfs/chain"
 )
 
 func replayDoc(w *docWriter, s *ReplaySection) {
@@ -147,8 +149,8 @@ func mountDoc(w *docWriter, r *Results) {
 	w.line("## 4. Mount throughput and latency")
 	w.line("")
 	if t := r.TorchIO; t != nil {
-		w.f("A real training (a bag-of-words classifier: an EmbeddingBag and two linear layers, %.1f M parameters, Adam) saves a checkpoint of %s (weights and both Adam moments) every %d steps, with `torch.save` into a fresh ckptfs mount and into a plain directory on the same disk, alternately (the order swapped each time). Then each checkpoint is loaded with `torch.load` from both, and copied in (`cp` from a plain file into the mount, beside `cp` into a second plain directory) and out (`cp` from the mount, beside `cp` from the plain directory, into a plain directory). Every read is cold: the file, and for the mount every file of its store, is written back and dropped from the page cache first (ckptfs's own 64 MiB chunk cache is not dropped). The files in the mount were byte-identical to the plain ones: %v. Writes are timed until `close` returns (no fsync on either side; ckptfs has committed the file by then).\n\n",
-			float64(t.Params)/1e6, mibs(t.CheckpointBytes), t.StepsPerSave, t.Identical)
+		w.f("A real training (a bag-of-words classifier: an EmbeddingBag and two linear layers, %.1f M parameters, Adam) saves a checkpoint of %s (weights and both Adam moments) every %d steps, with `torch.save` into a fresh ckptfs mount and into a plain directory on the same disk, alternately (the order swapped each time). Then each checkpoint is loaded with `torch.load` from both, and copied in (`cp` from a plain file into the mount, beside `cp` into a second plain directory) and out (`cp` from the mount, beside `cp` from the plain directory, into a plain directory). Every read is cold: the file, and for the mount every file of its store, is written back and dropped from the page cache first (ckptfs's own %d MiB of plain chunks, its reference tier and read cache, is not dropped). The files in the mount were byte-identical to the plain ones: %v. Writes are timed until `close` returns (no fsync on either side; ckptfs has committed the file by then).\n\n",
+			float64(t.Params)/1e6, mibs(t.CheckpointBytes), t.StepsPerSave, chain.DefaultCacheBytes>>20, t.Identical)
 		w.header("operation", "mount (median s)", "plain (median s)", "mount ÷ plain", "mount MB/s", "plain MB/s", "mount samples (s)", "plain samples (s)")
 		for _, op := range []string{"save", "load", "cp_in", "cp_out"} {
 			a := t.Ops[op]
