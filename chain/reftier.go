@@ -123,7 +123,7 @@ func (t *refTier) copyAt(k chunkKey, dst []byte, off int64) (int, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	v, ok := t.items[k]
-	if !ok || off > int64(len(v)) {
+	if !ok || off >= int64(len(v)) {
 		return 0, false
 	}
 	t.hits++

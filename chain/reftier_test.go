@@ -105,3 +105,21 @@ func TestReadBackFromTier(t *testing.T) {
 	}
 	mustCheck(t, ds.Store, true)
 }
+
+func TestRefTierCopyAt(t *testing.T) {
+	rt := newRefTier(100)
+	k := chunkKey{1, 0}
+	rt.offer(k, "f", []byte("abcdef"))
+	dst := make([]byte, 4)
+	if n, ok := rt.copyAt(k, dst, 3); !ok || n != 3 || string(dst[:n]) != "def" {
+		t.Fatalf("copyAt(3) = %d %v %q", n, ok, dst[:n])
+	}
+	// At or past the end there is nothing to copy: not served, so a reader
+	// rebuilds instead of looping on zero bytes.
+	if n, ok := rt.copyAt(k, dst, 6); ok {
+		t.Fatalf("copyAt at the end = %d, true", n)
+	}
+	if _, ok := rt.copyAt(chunkKey{2, 0}, dst, 0); ok {
+		t.Fatal("copyAt of an absent chunk succeeded")
+	}
+}
