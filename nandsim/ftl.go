@@ -233,8 +233,8 @@ func (f *ftl) invalidate(ppn int32) {
 
 func (f *ftl) liveLogical() int64 {
 	var n int64
-	for _, p := range f.l2p {
-		if p != 0 {
+	for lpn := range f.l2p {
+		if f.l2p.get(int32(lpn)) >= 0 {
 			n++
 		}
 	}

@@ -76,8 +76,8 @@ func encodeState(f *ftl) []byte {
 		}
 	}
 	prev := int64(-1)
-	for _, stored := range f.l2p {
-		p := stored - 1 // the page map's -1 for unmapped
+	for lpn := range f.l2p {
+		p := f.l2p.get(int32(lpn))
 		w.varint(int64(p) - prev)
 		prev = int64(p)
 	}
