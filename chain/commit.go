@@ -31,7 +31,7 @@ func (s *Store) Commit(ino meta.Ino, p *Pending, change ShadowChange, mtime int6
 // committed.
 func (s *Store) Discard(p *Pending) {
 	s.unregisterPending(p)
-	s.refs.dropVersion(p.v.ID)
+	s.refs.DropVersion(p.v.ID)
 	for _, e := range p.v.Pack {
 		_ = s.dev.Trim(e.Start, e.Len)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -27,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 func crashVictim(dir string) {
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: DefaultPolicy()}, Device: smallDevice()})
+	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default()}, Device: smallDevice()})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -40,8 +42,8 @@ func crashVictim(dir string) {
 	if n, err := s.Lookup(meta.RootIno, "round"); err == nil {
 		round = int(n.Size)
 	}
-	series := trainingSeries(12, 30_000, round+2)
-	writeFile(&t, s, fmt.Sprintf("ckpt-%d.npy", round), npyFile(series[round]), 1<<16)
+	series := ckpttest.TrainingSeries(12, 30_000, round+2)
+	writeFile(&t, s, fmt.Sprintf("ckpt-%d.npy", round), ckpttest.NpyFile(series[round]), 1<<16)
 	writeFile(&t, s, "round", bytes.Repeat([]byte{1}, round+1), 1)
 	fmt.Println("committed", round)
 	// Then, until killed: ingest, rename and delete, never finishing.
@@ -82,8 +84,8 @@ func TestCrashDuringIngest(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 
-		ds := openTestStore(t, dir, DefaultPolicy())
-		series := trainingSeries(12, 30_000, trial+1)
+		ds := openTestStore(t, dir, policy.Default())
+		series := ckpttest.TrainingSeries(12, 30_000, trial+1)
 		// A kill between the victim's two renames leaves the newest file
 		// under its temporary name: legal, and its content must be intact.
 		if _, err := ds.Lookup(meta.RootIno, "tmp"); err == nil {
@@ -92,7 +94,7 @@ func TestCrashDuringIngest(t *testing.T) {
 			}
 		}
 		for i := 0; i <= trial; i++ {
-			if !bytes.Equal(readFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i)), npyFile(series[i])) {
+			if !bytes.Equal(readFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i)), ckpttest.NpyFile(series[i])) {
 				t.Fatalf("trial %d: committed ckpt-%d damaged by the crash", trial, i)
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -20,10 +22,10 @@ func hasProblem(rep *CheckReport, kind string) bool {
 }
 
 func twoVersions(t *testing.T, dir string) (*DirStore, *FileInfo, *FileInfo) {
-	ds := openTestStore(t, dir, DefaultPolicy())
-	series := trainingSeries(11, 60_000, 2)
-	i1 := writeFile(t, ds.Store, "ckpt-1.npy", npyFile(series[0]), 1<<20)
-	i2 := writeFile(t, ds.Store, "ckpt-2.npy", npyFile(series[1]), 1<<20)
+	ds := openTestStore(t, dir, policy.Default())
+	series := ckpttest.TrainingSeries(11, 60_000, 2)
+	i1 := writeFile(t, ds.Store, "ckpt-1.npy", ckpttest.NpyFile(series[0]), 1<<20)
+	i2 := writeFile(t, ds.Store, "ckpt-2.npy", ckpttest.NpyFile(series[1]), 1<<20)
 	f1, _ := ds.Info(i1)
 	f2, _ := ds.Info(i2)
 	if f2.Reference != f1.Version {
@@ -95,7 +97,7 @@ func TestFsckAndReadsFindCorruptChunk(t *testing.T) {
 	}
 	f.Close()
 
-	ds = openTestStore(t, dir, DefaultPolicy())
+	ds = openTestStore(t, dir, policy.Default())
 	defer ds.Close()
 	rep, err := ds.Check(true)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -38,7 +39,7 @@ func TestGoldenStores(t *testing.T) {
 }
 
 func checkGoldenStore(t *testing.T, dir, manifestPath string) {
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: DefaultPolicy()}, StoredPolicy: true})
+	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default()}, StoredPolicy: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,13 @@
 package chain
 
 import (
-	"bytes"
-	"encoding/binary"
-	"fmt"
 	"io"
 	"math"
 	"math/rand"
 	"syscall"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -22,7 +20,7 @@ func smallDevice() nandsim.Config {
 	return c
 }
 
-func openTestStore(t testing.TB, dir string, p Policy) *DirStore {
+func openTestStore(t testing.TB, dir string, p policy.Policy) *DirStore {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -32,41 +30,6 @@ func openTestStore(t testing.TB, dir string, p Policy) *DirStore {
 		t.Fatal(err)
 	}
 	return ds
-}
-
-// npyFile is a NumPy .npy holding float32 values: a format the detectors
-// recognise, so its data is labelled as one tensor.
-func npyFile(vals []float32) []byte {
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", len(vals))
-	for (10+len(header)+1)%64 != 0 {
-		header += " "
-	}
-	header += "\n"
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(header)))
-	b.WriteString(header)
-	binary.Write(&b, binary.LittleEndian, vals)
-	return b.Bytes()
-}
-
-// trainingSeries returns n versions of float32 weights that drift like a
-// training: each step adds small noise, so consecutive versions share most
-// high bits.
-func trainingSeries(seed int64, elems, n int) [][]float32 {
-	rng := rand.New(rand.NewSource(seed))
-	w := make([]float32, elems)
-	for i := range w {
-		w[i] = float32(rng.NormFloat64() * 0.05)
-	}
-	out := make([][]float32, 0, n)
-	for v := 0; v < n; v++ {
-		out = append(out, append([]float32(nil), w...))
-		for i := range w {
-			w[i] += float32(rng.NormFloat64() * 1e-4)
-		}
-	}
-	return out
 }
 
 // writeFile creates or replaces name (in the root) with data, streamed in

@@ -5,6 +5,9 @@ import (
 	"hash/crc32"
 	"path"
 
+	"github.com/ckptfs/ckptfs/chain/bufpool"
+	"github.com/ckptfs/ckptfs/chain/plaincache"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/encode/detect"
 	"github.com/ckptfs/ckptfs/meta"
@@ -22,7 +25,7 @@ const maxInFlight = 8
 // it goes. Nothing is visible until the version is committed.
 type Ingest struct {
 	s        *Store
-	pol      Policy
+	pol      policy.Policy
 	family   string
 	id       meta.VersionID
 	ref      *meta.Version
@@ -61,7 +64,7 @@ type pendingChunk struct {
 // NewIngest starts a new version for the file at filePath (relative to the
 // store's root; it names the family and hints the format).
 func (s *Store) NewIngest(filePath string) (*Ingest, error) {
-	in := &Ingest{s: s, pol: s.Policy(), family: FamilyOf(filePath), id: s.newVersionID(),
+	in := &Ingest{s: s, pol: s.Policy(), family: policy.FamilyOf(filePath), id: s.newVersionID(),
 		det: detect.New(path.Base(filePath)), cur: -1, pack: newPackWriter(s)}
 	// The reference is chosen and pinned with no Update running: an Update
 	// freeing it (the last name of its file going) either committed before,
@@ -93,7 +96,7 @@ func (s *Store) NewIngest(filePath string) (*Ingest, error) {
 		in.refDepth = in.ref.Depth
 		refID = in.ref.ID
 	}
-	s.refs.startSave(in.family, refID)
+	s.refs.StartSave(in.family, refID)
 	return in, nil
 }
 
@@ -146,7 +149,7 @@ func (in *Ingest) startSegment(sp detect.Span) {
 
 func (in *Ingest) chunkBytes() int {
 	seg := &in.segments[in.cur]
-	return in.s.layout.chunkBytes(seg.Tensor, encode.DType(seg.DType))
+	return in.s.layout.ChunkBytes(seg.Tensor, encode.DType(seg.DType))
 }
 
 func (in *Ingest) appendData(data []byte) error {
@@ -158,7 +161,7 @@ func (in *Ingest) appendData(data []byte) error {
 	cb := in.chunkBytes()
 	for len(data) > 0 {
 		if in.chunkBuf == nil {
-			in.chunkBuf = getBuf(cb)[:0]
+			in.chunkBuf = bufpool.Get(cb)[:0]
 		}
 		n := min(cb-len(in.chunkBuf), len(data))
 		in.chunkBuf = append(in.chunkBuf, data[:n]...)
@@ -194,7 +197,7 @@ func (in *Ingest) submitChunk() error {
 			refOff := rs.Offset + int64(in.chunkIdx)*cb
 			if refLen := min(cb, rs.Offset+rs.Length-refOff); refLen == c.Length {
 				j.refVer, j.refOff = in.ref.ID, refOff
-				j.takeRef = in.pol.Scheme == Progressive
+				j.takeRef = in.pol.Scheme == policy.Progressive
 				c.RefOffset = refOff
 			}
 		}
@@ -223,7 +226,7 @@ func (in *Ingest) collect() error {
 		return pc.job.err
 	}
 	off, err := in.pack.Append(pc.job.enc)
-	putBuf(pc.job.enc)
+	bufpool.Put(pc.job.enc)
 	if err != nil {
 		return err
 	}
@@ -242,10 +245,10 @@ func (in *Ingest) collect() error {
 	// The next version of the family will want these bytes as references:
 	// keeping them saves rebuilding them through the delta chain.
 	// Its buffer goes to the tier if kept there, else back to the pool.
-	kept := in.segments[c.Segment].Tensor && (in.pol.Scheme == Progressive || in.ref == nil) &&
-		in.s.refs.offer(chunkKey{in.id, c.Offset}, in.family, pc.job.plain)
+	kept := in.segments[c.Segment].Tensor && (in.pol.Scheme == policy.Progressive || in.ref == nil) &&
+		in.s.refs.Offer(plaincache.Key{V: in.id, Off: c.Offset}, in.family, pc.job.plain)
 	if !kept {
-		putBuf(pc.job.plain)
+		bufpool.Put(pc.job.plain)
 	}
 	return nil
 }
@@ -311,11 +314,11 @@ func (in *Ingest) Finish() (*Pending, error) {
 func (in *Ingest) Abort() {
 	for len(in.queue) > 0 {
 		<-in.queue[0].job.done
-		putBuf(in.queue[0].job.plain)
+		bufpool.Put(in.queue[0].job.plain)
 		in.queue = in.queue[1:]
 	}
 	in.pack.Abort()
-	in.s.refs.dropVersion(in.id)
+	in.s.refs.DropVersion(in.id)
 	in.release()
 	in.err = fmt.Errorf("ingest aborted")
 }

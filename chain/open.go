@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
@@ -108,7 +109,7 @@ type policyRecord struct {
 
 // storedPolicy returns the policy to use and records it: the stored one
 // if useStored and there is one, else p.
-func storedPolicy(db *meta.DB, p Policy, useStored bool) (Policy, error) {
+func storedPolicy(db *meta.DB, p policy.Policy, useStored bool) (policy.Policy, error) {
 	err := db.Update(func(tx *meta.Tx) error {
 		if b := tx.Config("policy"); useStored && b != nil {
 			var rec policyRecord
@@ -119,17 +120,17 @@ func storedPolicy(db *meta.DB, p Policy, useStored bool) (Policy, error) {
 			if p.Codec, err = encode.ParseCodec(rec.Codec); err != nil {
 				return err
 			}
-			if p.Scheme, err = ParseScheme(rec.Scheme); err != nil {
+			if p.Scheme, err = policy.ParseScheme(rec.Scheme); err != nil {
 				return err
 			}
-			if p.SnapDis, err = ParseSnapDis(rec.SnapDis); err != nil {
+			if p.SnapDis, err = policy.ParseSnapDis(rec.SnapDis); err != nil {
 				return err
 			}
 			p.MaxDepth = rec.MaxDepth
 			return nil
 		}
 		b, _ := json.Marshal(policyRecord{Codec: p.Codec.String(), Scheme: p.Scheme.String(),
-			SnapDis: FormatSnapDis(p.SnapDis), MaxDepth: p.MaxDepth})
+			SnapDis: policy.FormatSnapDis(p.SnapDis), MaxDepth: p.MaxDepth})
 		return tx.SetConfig("policy", b)
 	})
 	return p, err

@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 
+	"github.com/ckptfs/ckptfs/chain/bufpool"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -105,12 +106,12 @@ func appendExtents(dst, exts []meta.Extent) []meta.Extent {
 }
 
 // readPack reads n bytes at offset off of the pack laid out on extents. The
-// bytes live in a pooled buffer: the caller gives it back with putBuf(full).
+// bytes live in a pooled buffer: the caller gives it back with bufpool.Put(full).
 func (s *Store) readPack(extents []meta.Extent, off, n int64) (data, full []byte, err error) {
 	ps := int64(s.pageSize)
 	first := off / ps
 	pages := (off%ps + n + ps - 1) / ps
-	buf := getBuf(int(pages * ps))
+	buf := bufpool.Get(int(pages * ps))
 	var pageBase int64 // pack page index of the current extent's first page
 	got := int64(0)    // pages read into buf
 	for _, e := range extents {
@@ -125,14 +126,14 @@ func (s *Store) readPack(extents []meta.Extent, off, n int64) (data, full []byte
 		start := want - pageBase
 		k := min(e.Len-start, pages-got)
 		if err := s.dev.ReadPages(e.Start+start, buf[got*ps:(got+k)*ps]); err != nil {
-			putBuf(buf)
+			bufpool.Put(buf)
 			return nil, nil, fmt.Errorf("read %d pages at %d: %w", k, e.Start+start, err)
 		}
 		got += k
 		pageBase += e.Len
 	}
 	if got < pages {
-		putBuf(buf)
+		bufpool.Put(buf)
 		return nil, nil, fmt.Errorf("pack ends %d pages before the chunk does: %w", pages-got, errCorruptManifest)
 	}
 	return buf[off%ps : off%ps+n], buf, nil

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -34,28 +36,28 @@ func saveFile(s *Store, name string, data []byte) error {
 // the save, whose commit then failed with "reference vanished while pinned"
 // (found by the full TestRandomOps as EIO on close).
 func TestReferenceFreedWhileChosen(t *testing.T) {
-	ds := openTestStore(t, "", Policy{Codec: DefaultPolicy().Codec, Scheme: Progressive, SnapDis: 100})
+	ds := openTestStore(t, "", policy.Policy{Codec: policy.Default().Codec, Scheme: policy.Progressive, SnapDis: 100})
 	defer ds.Close()
 	s := ds.Store
-	series := trainingSeries(7, 2048, 2)
+	series := ckpttest.TrainingSeries(7, 2048, 2)
 	rounds := 400
 	if testing.Short() {
 		rounds = 100
 	}
 	for i := range rounds {
-		if err := saveFile(s, "ckpt-1.npy", npyFile(series[0])); err != nil {
+		if err := saveFile(s, "ckpt-1.npy", ckpttest.NpyFile(series[0])); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
 		var saveErr, unlinkErr error
 		wg.Add(2)
-		go func() { defer wg.Done(); saveErr = saveFile(s, "ckpt-2.npy", npyFile(series[1])) }()
+		go func() { defer wg.Done(); saveErr = saveFile(s, "ckpt-2.npy", ckpttest.NpyFile(series[1])) }()
 		go func() { defer wg.Done(); unlinkErr = s.Unlink(meta.RootIno, "ckpt-1.npy", nil) }()
 		wg.Wait()
 		if saveErr != nil || unlinkErr != nil {
 			t.Fatalf("round %d: save: %v, unlink: %v", i, saveErr, unlinkErr)
 		}
-		if got := readFile(t, s, "ckpt-2.npy"); string(got) != string(npyFile(series[1])) {
+		if got := readFile(t, s, "ckpt-2.npy"); string(got) != string(ckpttest.NpyFile(series[1])) {
 			t.Fatalf("round %d: ckpt-2.npy reads back different", i)
 		}
 		if err := s.Unlink(meta.RootIno, "ckpt-2.npy", nil); err != nil {

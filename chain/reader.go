@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/ckptfs/ckptfs/chain/plaincache"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
@@ -80,7 +81,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		// The newest version of a family is usually in the reference
 		// tier, whole: reading back a checkpoint just saved rebuilds
 		// nothing.
-		if k, ok := r.s.refs.copyAt(chunkKey{r.id, c.Offset}, p[n:], off-c.Offset); ok {
+		if k, ok := r.s.refs.CopyAt(plaincache.Key{V: r.id, Off: c.Offset}, p[n:], off-c.Offset); ok {
 			n += k
 			off += int64(k)
 			last = c
@@ -150,7 +151,7 @@ func (r *Reader) readAhead(start, end int64, last meta.Chunk) {
 			r.ahead = c.End()
 		}
 		r.mu.Unlock()
-		if !started && !r.s.refs.has(chunkKey{r.id, c.Offset}) {
+		if !started && !r.s.refs.Has(plaincache.Key{V: r.id, Off: c.Offset}) {
 			go func() { _, _ = r.s.chunkPlain(r.id, c.Offset) }()
 		}
 	}

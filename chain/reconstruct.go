@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/ckptfs/ckptfs/chain/bufpool"
+	"github.com/ckptfs/ckptfs/chain/plaincache"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 )
@@ -16,7 +18,7 @@ var ErrChecksum = errors.New("checksum mismatch")
 // chunkPlain returns the plain bytes of the chunk of version id at file
 // offset off, from the cache or rebuilt.
 func (s *Store) chunkPlain(id meta.VersionID, off int64) ([]byte, error) {
-	return s.cache.get(chunkKey{id, off}, func() ([]byte, error) { return s.rebuild(id, off) })
+	return s.cache.Get(plaincache.Key{V: id, Off: off}, func() ([]byte, error) { return s.rebuild(id, off) })
 }
 
 // rebuild decodes one chunk: its encoded bytes from the device, plus, for a
@@ -30,7 +32,7 @@ func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
 	}
-	defer putBuf(encBuf)
+	defer bufpool.Put(encBuf)
 	var ref []byte
 	if c.Delta {
 		if lay.ref == 0 {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -89,7 +90,7 @@ type ReportOptions struct {
 // Report gathers the store's figures.
 func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	p := ds.Policy()
-	r := &Report{Codec: p.Codec.String(), Scheme: p.Scheme.String(), SnapDis: FormatSnapDis(p.SnapDis),
+	r := &Report{Codec: p.Codec.String(), Scheme: p.Scheme.String(), SnapDis: policy.FormatSnapDis(p.SnapDis),
 		Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats()}
 	families := map[string]*FamilyRow{}
 	err := ds.View(func(tx *Tx) error {

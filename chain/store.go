@@ -9,17 +9,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain/plaincache"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
 
 var errCorruptManifest = errors.New("corrupt manifest")
 
+// DefaultCacheBytes is the memory a store gives plain chunks by default
+// (see plaincache.DefaultBytes).
+const DefaultCacheBytes = plaincache.DefaultBytes
+
 // Options configure a Store.
 type Options struct {
-	Policy Policy
+	Policy policy.Policy
 	// Layout is used when the store is new; an existing store keeps its own.
-	Layout Layout
+	Layout policy.Layout
 	// MetaPages is the size of the device region that metadata writes are
 	// accounted to (the estimate of bbolt's page writes). 0: 1/256 of the
 	// device, at least 64 pages.
@@ -41,15 +47,15 @@ type Store struct {
 	shadow   Device
 	alloc    *meta.Allocator
 	shAlloc  *meta.Allocator
-	layout   Layout
+	layout   policy.Layout
 	pageSize int
-	cache    *chunkCache
-	refs     *refTier
+	cache    *plaincache.Cache
+	refs     *plaincache.Tier
 	workers  int
 	now      func() time.Time
 
 	policyMu sync.RWMutex
-	policy   Policy
+	pol      policy.Policy
 
 	metaPages  int64
 	metaCursor int64 // next page of the metadata region to account to
@@ -81,7 +87,7 @@ func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
 	if err := opts.Policy.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dev: dev, shadow: shadow, pageSize: dev.PageSize(), policy: opts.Policy,
+	s := &Store{db: db, dev: dev, shadow: shadow, pageSize: dev.PageSize(), pol: opts.Policy,
 		workers: opts.Workers, now: opts.Now, pins: map[meta.VersionID]int{},
 		deferred: map[meta.VersionID]bool{}, pending: map[meta.VersionID]*Pending{}}
 	if s.workers <= 0 {
@@ -94,9 +100,9 @@ func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
 	if cacheBytes <= 0 {
 		cacheBytes = DefaultCacheBytes
 	}
-	tier := cacheBytes / 8 * refTierEighths
-	s.refs = newRefTier(tier)
-	s.cache = newChunkCache(cacheBytes - tier)
+	tier := cacheBytes / 8 * plaincache.TierEighths
+	s.refs = plaincache.NewTier(tier)
+	s.cache = plaincache.NewCache(cacheBytes - tier)
 	s.metaPages = opts.MetaPages
 	if s.metaPages <= 0 {
 		s.metaPages = max(64, dev.LogicalPages()/256)
@@ -130,7 +136,7 @@ func (s *Store) Close() {
 }
 
 // loadLayout reads the store's chunk layout, or records l for a new store.
-func (s *Store) loadLayout(l Layout) error {
+func (s *Store) loadLayout(l policy.Layout) error {
 	return s.db.Update(func(tx *meta.Tx) error {
 		if b := tx.Config("layout"); b != nil {
 			if err := json.Unmarshal(b, &s.layout); err != nil {
@@ -138,7 +144,7 @@ func (s *Store) loadLayout(l Layout) error {
 			}
 		} else {
 			if l.ChunkElems <= 0 || l.RawChunk <= 0 {
-				l = DefaultLayout()
+				l = policy.DefaultLayout()
 			}
 			s.layout = l
 			b, _ := json.Marshal(l)
@@ -201,32 +207,11 @@ func (s *Store) recover() error {
 }
 
 // Policy returns the coding policy for new versions.
-func (s *Store) Policy() Policy {
+func (s *Store) Policy() policy.Policy {
 	s.policyMu.RLock()
 	defer s.policyMu.RUnlock()
-	return s.policy
+	return s.pol
 }
-
-// SetPolicy changes the coding policy for versions written from now on.
-func (s *Store) SetPolicy(p Policy) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	s.policyMu.Lock()
-	s.policy = p
-	s.policyMu.Unlock()
-	return nil
-}
-
-// Layout is the store's chunk layout.
-func (s *Store) Layout() Layout { return s.layout }
-
-// DB gives read access to the metadata (reports, fsck).
-func (s *Store) DB() *meta.DB { return s.db }
-
-// Device and Shadow return the two simulated devices.
-func (s *Store) Device() Device { return s.dev }
-func (s *Store) Shadow() Device { return s.shadow }
 
 // SyncData makes committed content durable (fsync): device pages and
 // metadata. The simulators' statistics are saved by Sync.
@@ -345,3 +330,17 @@ func (s *Store) Age() time.Duration {
 	}
 	return s.now().Sub(time.Unix(0, created))
 }
+
+// StoredPages is the device pages of every version kept (the paper's useful
+// storage).
+func (s *Store) StoredPages() (int64, error) {
+	var pages int64
+	err := s.db.View(func(tx *meta.Tx) error {
+		return tx.ForEachVersion(func(v *meta.Version) error { pages += v.PackPages(); return nil })
+	})
+	return pages, err
+}
+
+// DropCaches forgets every rebuilt plain chunk, so that the next reads
+// decode from the device (replay measures restores this way).
+func (s *Store) DropCaches() { s.cache.Clear() }

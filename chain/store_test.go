@@ -11,22 +11,24 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
 func TestRoundTripEveryCodec(t *testing.T) {
-	series := trainingSeries(1, 100_000, 4)
+	series := ckpttest.TrainingSeries(1, 100_000, 4)
 	copy(series[2][:6], floatsNaNInf())
 	for _, c := range encode.Codecs() {
 		t.Run(c.String(), func(t *testing.T) {
-			p := DefaultPolicy()
+			p := policy.Default()
 			p.Codec, p.SnapDis = c, 3
 			ds := openTestStore(t, "", p)
 			defer ds.Close()
 			var files [][]byte
 			for i, w := range series {
-				files = append(files, npyFile(w))
+				files = append(files, ckpttest.NpyFile(w))
 				writeFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), files[i], 100_003)
 			}
 			for i := range files {
@@ -40,11 +42,11 @@ func TestRoundTripEveryCodec(t *testing.T) {
 }
 
 func TestDeltasShrinkDriftingWeights(t *testing.T) {
-	ds := openTestStore(t, "", DefaultPolicy())
+	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
-	series := trainingSeries(2, 200_000, 3)
+	series := ckpttest.TrainingSeries(2, 200_000, 3)
 	for i, w := range series {
-		writeFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), npyFile(w), 1<<20)
+		writeFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), ckpttest.NpyFile(w), 1<<20)
 	}
 	var infos []*FileInfo
 	for i := range series {
@@ -72,10 +74,10 @@ func TestDeltasShrinkDriftingWeights(t *testing.T) {
 // the end every page is free again.
 func TestSchemesAndDeletionOrders(t *testing.T) {
 	const n = 7
-	series := trainingSeries(3, 40_000, n)
+	series := ckpttest.TrainingSeries(3, 40_000, n)
 	files := make([][]byte, n)
 	for i := range series {
-		files[i] = npyFile(series[i])
+		files[i] = ckpttest.NpyFile(series[i])
 	}
 	orders := map[string][]int{
 		"oldest-first": {0, 1, 2, 3, 4, 5, 6},
@@ -83,12 +85,12 @@ func TestSchemesAndDeletionOrders(t *testing.T) {
 		"middle-first": {3, 2, 4, 1, 5, 0, 6},
 		"shuffled":     rand.New(rand.NewSource(9)).Perm(n),
 	}
-	for _, scheme := range []Scheme{Progressive, ChainScheme} {
-		for _, sd := range []int{1, 3, SnapDisAuto} {
+	for _, scheme := range []policy.Scheme{policy.Progressive, policy.ChainScheme} {
+		for _, sd := range []int{1, 3, policy.SnapDisAuto} {
 			for oname, order := range orders {
-				name := fmt.Sprintf("%s/snapdis=%s/%s", scheme, FormatSnapDis(sd), oname)
+				name := fmt.Sprintf("%s/snapdis=%s/%s", scheme, policy.FormatSnapDis(sd), oname)
 				t.Run(name, func(t *testing.T) {
-					p := DefaultPolicy()
+					p := policy.Default()
 					p.Scheme, p.SnapDis, p.MaxDepth = scheme, sd, 4
 					ds := openTestStore(t, "", p)
 					defer ds.Close()
@@ -126,15 +128,15 @@ func TestSchemesAndDeletionOrders(t *testing.T) {
 }
 
 func TestFixedSnapDisBaselines(t *testing.T) {
-	p := DefaultPolicy()
+	p := policy.Default()
 	p.SnapDis = 3
 	ds := openTestStore(t, "", p)
 	defer ds.Close()
-	series := trainingSeries(4, 20_000, 7)
+	series := ckpttest.TrainingSeries(4, 20_000, 7)
 	var refs []meta.VersionID
 	var depths []uint32
 	for i, w := range series {
-		ino := writeFile(t, ds.Store, fmt.Sprintf("snapshot_iter_%d.npy", (i+1)*1000), npyFile(w), 1<<20)
+		ino := writeFile(t, ds.Store, fmt.Sprintf("snapshot_iter_%d.npy", (i+1)*1000), ckpttest.NpyFile(w), 1<<20)
 		info, _ := ds.Info(ino)
 		refs = append(refs, info.Reference)
 		depths = append(depths, info.Depth)
@@ -149,13 +151,13 @@ func TestFixedSnapDisBaselines(t *testing.T) {
 }
 
 func TestChainSchemeDeltasAgainstBaseline(t *testing.T) {
-	p := DefaultPolicy()
-	p.Scheme, p.SnapDis = ChainScheme, 4
+	p := policy.Default()
+	p.Scheme, p.SnapDis = policy.ChainScheme, 4
 	ds := openTestStore(t, "", p)
 	defer ds.Close()
 	var base meta.VersionID
-	for i, w := range trainingSeries(5, 20_000, 4) {
-		ino := writeFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), npyFile(w), 1<<20)
+	for i, w := range ckpttest.TrainingSeries(5, 20_000, 4) {
+		ino := writeFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), ckpttest.NpyFile(w), 1<<20)
 		info, _ := ds.Info(ino)
 		if i == 0 {
 			base = info.Version
@@ -170,13 +172,13 @@ func TestChainSchemeDeltasAgainstBaseline(t *testing.T) {
 // TestRewriteSamePath saves over one path repeatedly: old versions stay as
 // hidden bases while needed, and are freed after a new baseline.
 func TestRewriteSamePath(t *testing.T) {
-	p := DefaultPolicy()
+	p := policy.Default()
 	p.SnapDis = 3
 	ds := openTestStore(t, "", p)
 	defer ds.Close()
-	series := trainingSeries(6, 30_000, 7)
+	series := ckpttest.TrainingSeries(6, 30_000, 7)
 	for i, w := range series {
-		data := npyFile(w)
+		data := ckpttest.NpyFile(w)
 		writeFile(t, ds.Store, "latest.npy", data, 4096)
 		if !bytes.Equal(readFile(t, ds.Store, "latest.npy"), data) {
 			t.Fatalf("rewrite %d: read back differs", i)
@@ -190,7 +192,7 @@ func TestRewriteSamePath(t *testing.T) {
 }
 
 func TestEmptyFileHasNoVersion(t *testing.T) {
-	ds := openTestStore(t, "", DefaultPolicy())
+	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	ino := writeFile(t, ds.Store, "e.pt", nil, 1)
 	n, _ := ds.Inode(ino)
@@ -208,7 +210,7 @@ func TestEmptyFileHasNoVersion(t *testing.T) {
 // TestWriterModel drives one file with random writes, truncates, reads and
 // commits, and compares with a byte slice after every operation.
 func TestWriterModel(t *testing.T) {
-	ds := openTestStore(t, "", DefaultPolicy())
+	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	rng := rand.New(rand.NewSource(7))
 	n, err := ds.Create(meta.RootIno, "f.bin", NewNode{Mode: syscall.S_IFREG | 0o644})
@@ -290,7 +292,7 @@ func TestWriterModel(t *testing.T) {
 }
 
 func TestNamespace(t *testing.T) {
-	ds := openTestStore(t, "", DefaultPolicy())
+	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	s := ds.Store
 	dir, err := s.Create(meta.RootIno, "d", NewNode{Mode: syscall.S_IFDIR | 0o755})
@@ -366,7 +368,7 @@ func TestNamespace(t *testing.T) {
 }
 
 func TestOutOfSpaceThenRecover(t *testing.T) {
-	ds := openTestStore(t, "", DefaultPolicy())
+	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	rng := rand.New(rand.NewSource(8))
 	first := randomBytes(rng, 1<<20)
@@ -408,16 +410,16 @@ func TestOutOfSpaceThenRecover(t *testing.T) {
 
 func TestReopenKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
-	ds := openTestStore(t, dir, DefaultPolicy())
-	series := trainingSeries(10, 50_000, 3)
+	ds := openTestStore(t, dir, policy.Default())
+	series := ckpttest.TrainingSeries(10, 50_000, 3)
 	for i, w := range series {
-		writeFile(t, ds.Store, fmt.Sprintf("c-%d.npy", i), npyFile(w), 1<<20)
+		writeFile(t, ds.Store, fmt.Sprintf("c-%d.npy", i), ckpttest.NpyFile(w), 1<<20)
 	}
 	written := ds.Dev.Stats().HostPagesWritten
 	if err := ds.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ds = openTestStore(t, dir, DefaultPolicy())
+	ds = openTestStore(t, dir, policy.Default())
 	defer ds.Close()
 	if !ds.Dev.StateRestored() {
 		t.Fatal("device state not restored after a clean close")
@@ -426,12 +428,12 @@ func TestReopenKeepsEverything(t *testing.T) {
 		t.Fatalf("device counters went back from %d to %d", written, got)
 	}
 	for i, w := range series {
-		if !bytes.Equal(readFile(t, ds.Store, fmt.Sprintf("c-%d.npy", i)), npyFile(w)) {
+		if !bytes.Equal(readFile(t, ds.Store, fmt.Sprintf("c-%d.npy", i)), ckpttest.NpyFile(w)) {
 			t.Fatalf("c-%d differs after reopen", i)
 		}
 	}
 	// The family carries on across the restart.
-	ino := writeFile(t, ds.Store, "c-3.npy", npyFile(trainingSeries(10, 50_000, 4)[3]), 1<<20)
+	ino := writeFile(t, ds.Store, "c-3.npy", ckpttest.NpyFile(ckpttest.TrainingSeries(10, 50_000, 4)[3]), 1<<20)
 	if info, _ := ds.Info(ino); info.Reference == 0 {
 		t.Fatal("first save after reopen did not delta against the family")
 	}
@@ -443,10 +445,10 @@ func TestReopenKeepsEverything(t *testing.T) {
 // device and only statistics; Sync saves it.
 func TestSyncDataLeavesStatistics(t *testing.T) {
 	dir := t.TempDir()
-	ds := openTestStore(t, dir, DefaultPolicy())
+	ds := openTestStore(t, dir, policy.Default())
 	defer ds.Close()
 	state := filepath.Join(dir, DeviceStateFile)
-	writeFile(t, ds.Store, "a.npy", npyFile(trainingSeries(1, 10_000, 1)[0]), 1<<16)
+	writeFile(t, ds.Store, "a.npy", ckpttest.NpyFile(ckpttest.TrainingSeries(1, 10_000, 1)[0]), 1<<16)
 	if err := ds.SyncData(); err != nil {
 		t.Fatal(err)
 	}

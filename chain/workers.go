@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/ckptfs/ckptfs/chain/bufpool"
+	"github.com/ckptfs/ckptfs/chain/plaincache"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
@@ -53,7 +55,7 @@ func (s *Store) runJob(j *chunkJob) {
 	var ref []byte
 	taken := false
 	if j.refVer != 0 {
-		r, ok := s.refs.get(chunkKey{j.refVer, j.refOff}, j.takeRef)
+		r, ok := s.refs.Get(plaincache.Key{V: j.refVer, Off: j.refOff}, j.takeRef)
 		taken = ok && j.takeRef
 		var err error
 		if !ok {
@@ -72,9 +74,9 @@ func (s *Store) runJob(j *chunkJob) {
 	}
 	if taken {
 		// A reference taken from the tier belongs to this job alone.
-		defer putBuf(ref)
+		defer bufpool.Put(ref)
 	}
-	enc, err := encode.Encode(getBuf(len(j.plain) + 64)[:0], j.codec, j.dtype, j.plain, ref)
+	enc, err := encode.Encode(bufpool.Get(len(j.plain) + 64)[:0], j.codec, j.dtype, j.plain, ref)
 	if err != nil {
 		j.err = fmt.Errorf("encode %s chunk: %w", j.codec, err)
 		return

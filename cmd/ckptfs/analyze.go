@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/analyze"
 	"github.com/spf13/cobra"
 )
 
@@ -22,7 +22,7 @@ paper's Table 1), then, with --tensors, per-tensor statistics: identical share,
 mean equal leading bits, mean relative change.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			an, err := chain.Analyze(args[0], args[1])
+			an, err := analyze.Compare(args[0], args[1])
 			if err != nil {
 				return err
 			}

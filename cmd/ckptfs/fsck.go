@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -31,7 +32,7 @@ It exits with status 1 if it finds problems.`,
 			if _, err := os.Stat(store); err != nil {
 				return fmt.Errorf("store %s: %w", store, err)
 			}
-			ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: chain.DefaultPolicy()}, StoredPolicy: true})
+			ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
 			if err != nil {
 				return err
 			}

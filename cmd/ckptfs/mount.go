@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/fs"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
@@ -195,7 +196,7 @@ func daemonize(out io.Writer, mp, store string) error {
 }
 
 // serve mounts and serves until unmounted or signalled.
-func serve(mp string, f mountFlags, pol chain.Policy, storedPolicy bool) error {
+func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) error {
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {

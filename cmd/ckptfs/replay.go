@@ -8,7 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/replay"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -20,31 +21,31 @@ func init() { subcommands = append(subcommands, newReplayCommand) }
 type compareMethod struct {
 	Name    string
 	Codec   encode.Codec
-	Scheme  chain.Scheme
+	Scheme  policy.Scheme
 	AllBase bool // every version a full snapshot (snap_dis 1)
 }
 
 // paperMethods are the seven methods of the paper's Fig. 9 and Fig. 10, in
 // its order, then planes under both schemes.
 var paperMethods = []compareMethod{
-	{"complete", encode.Stored, chain.Progressive, true},
-	{"GZIP+complete", encode.Gzip, chain.Progressive, true},
-	{"GZIP+delta", encode.Gzip, chain.Progressive, false},
-	{"RLE(4)", encode.RLE4, chain.Progressive, false},
-	{"RLE(4)+GZIP", encode.RLE4Gzip, chain.Progressive, false},
-	{"DynRLE_pr", encode.DynRLE, chain.Progressive, false},
-	{"DynRLE_ch", encode.DynRLE, chain.ChainScheme, false},
-	{"planes_pr", encode.Planes, chain.Progressive, false},
-	{"planes_ch", encode.Planes, chain.ChainScheme, false},
+	{"complete", encode.Stored, policy.Progressive, true},
+	{"GZIP+complete", encode.Gzip, policy.Progressive, true},
+	{"GZIP+delta", encode.Gzip, policy.Progressive, false},
+	{"RLE(4)", encode.RLE4, policy.Progressive, false},
+	{"RLE(4)+GZIP", encode.RLE4Gzip, policy.Progressive, false},
+	{"DynRLE_pr", encode.DynRLE, policy.Progressive, false},
+	{"DynRLE_ch", encode.DynRLE, policy.ChainScheme, false},
+	{"planes_pr", encode.Planes, policy.Progressive, false},
+	{"planes_ch", encode.Planes, policy.ChainScheme, false},
 }
 
 // compareRow is one method's result in --compare.
 type compareRow struct {
-	Method  string              `json:"method"`
-	Codec   string              `json:"codec"`
-	Scheme  string              `json:"scheme"`
-	SnapDis string              `json:"snap_dis"`
-	Result  *chain.ReplayResult `json:"result"`
+	Method  string         `json:"method"`
+	Codec   string         `json:"codec"`
+	Scheme  string         `json:"scheme"`
+	SnapDis string         `json:"snap_dis"`
+	Result  *replay.Result `json:"result"`
 }
 
 func newReplayCommand() *cobra.Command {
@@ -79,7 +80,7 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 			if err != nil {
 				return err
 			}
-			o := chain.ReplayOptions{Policy: pol, WorkDir: workDir, Interval: interval, Device: dev, Opened: limitMemoryFor}
+			o := replay.Options{Policy: pol, WorkDir: workDir, Interval: interval, Device: dev, Opened: limitMemoryFor}
 			switch precondition {
 			case "none":
 			case "paper":
@@ -121,7 +122,7 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 					return fmt.Errorf("%s: %w", m.Name, err)
 				}
 				rows = append(rows, compareRow{Method: m.Name, Codec: p.Codec.String(), Scheme: p.Scheme.String(),
-					SnapDis: chain.FormatSnapDis(p.SnapDis), Result: res})
+					SnapDis: policy.FormatSnapDis(p.SnapDis), Result: res})
 			}
 			if asJSON {
 				return writeJSON(out, map[string]any{"methods": rows})
@@ -144,7 +145,7 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 	return cmd
 }
 
-func runReplay(files []string, o chain.ReplayOptions, label string, quiet bool) (*chain.ReplayResult, error) {
+func runReplay(files []string, o replay.Options, label string, quiet bool) (*replay.Result, error) {
 	if !quiet {
 		bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription(label),
 			progressbar.OptionShowBytes(true), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
@@ -154,7 +155,7 @@ func runReplay(files []string, o chain.ReplayOptions, label string, quiet bool) 
 		}
 		defer bar.Finish()
 	}
-	return chain.Replay(files, o)
+	return replay.Run(files, o)
 }
 
 func writeJSON(out io.Writer, v any) error {
@@ -163,7 +164,7 @@ func writeJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printSteps(out io.Writer, steps []chain.ReplayStep) {
+func printSteps(out io.Writer, steps []replay.Step) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FILE\tLOGICAL\tSTORED\tRATIO\tDEV PAGES\tPLAIN PAGES\tDEPTH\tSAVE ms\tRESTORE ms\tUSEFUL PAGES\tVERIFIED")
 	for _, s := range steps {

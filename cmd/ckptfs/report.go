@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/replay"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/spf13/cobra"
 )
@@ -16,11 +18,11 @@ func init() { subcommands = append(subcommands, newReportCommand) }
 
 // reportStep is one replay step as the charts read it. DeviceErases and
 // ShadowErases (cumulative erases after the step) are not part of chain's
-// ReplayStep; a tool that measured them (the benchmark driver does, from
+// replay.Step; a tool that measured them (the benchmark driver does, from
 // replays of each prefix of the files) may add them, and the cumulative
 // erase chart is drawn only when every step has them.
 type reportStep struct {
-	chain.ReplayStep
+	replay.Step
 	DeviceErases *int64 `json:"device_erases,omitempty"`
 	ShadowErases *int64 `json:"shadow_erases,omitempty"`
 }
@@ -105,7 +107,7 @@ bytes written.`,
 // loadStoreReport opens an unmounted store with the policy it was last used
 // with and takes its report.
 func loadStoreReport(dir string) (*reportData, error) {
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: chain.DefaultPolicy()}, StoredPolicy: true})
+	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
 	if errors.Is(err, meta.ErrLocked) {
 		return nil, fmt.Errorf("%w: it is mounted; unmount it first", err)
 	}
@@ -156,7 +158,7 @@ func loadReplayReport(path, method string) (*reportData, error) {
 	if len(probe.Steps) == 0 {
 		return nil, fmt.Errorf("%s: neither replay steps nor --compare methods: not the output of ckptfs replay --json", path)
 	}
-	var one chain.ReplayResult
+	var one replay.Result
 	if err := json.Unmarshal(b, &one); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -167,7 +168,7 @@ func TestReportFromStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: chain.DefaultPolicy()},
+	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()},
 		Device: dev, Precondition: true})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/spf13/cobra"
 )
@@ -42,7 +43,7 @@ daemon) or --store for an unmounted store.`,
 					return fmt.Errorf("stats.json: %w", err)
 				}
 			case store != "":
-				ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: chain.DefaultPolicy()}, StoredPolicy: true})
+				ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
 				if errors.Is(err, meta.ErrLocked) {
 					return fmt.Errorf("%w: it is mounted; run ckptfs stats MOUNTPOINT", err)
 				}

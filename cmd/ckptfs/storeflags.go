@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/nandsim"
 	"github.com/spf13/pflag"
@@ -20,23 +21,23 @@ type policyFlags struct {
 }
 
 func (p *policyFlags) register(fs *pflag.FlagSet) {
-	d := chain.DefaultPolicy()
+	d := policy.Default()
 	fs.StringVar(&p.codec, "codec", d.Codec.String(), "tensor codec: "+codecNames())
 	fs.StringVar(&p.scheme, "scheme", d.Scheme.String(), "delta scheme: progressive (against the previous version) or chain (against the baseline)")
-	fs.StringVar(&p.snapDis, "snap-dis", chain.FormatSnapDis(d.SnapDis), "versions per baseline group (1 = all baselines), or auto")
+	fs.StringVar(&p.snapDis, "snap-dis", policy.FormatSnapDis(d.SnapDis), "versions per baseline group (1 = all baselines), or auto")
 	fs.IntVar(&p.maxDepth, "max-depth", d.MaxDepth, "with --snap-dis auto: most deltas between a version and its baseline")
 }
 
-func (p *policyFlags) policy() (chain.Policy, error) {
-	var pol chain.Policy
+func (p *policyFlags) policy() (policy.Policy, error) {
+	var pol policy.Policy
 	var err error
 	if pol.Codec, err = encode.ParseCodec(p.codec); err != nil {
 		return pol, fmt.Errorf("--codec: %w", err)
 	}
-	if pol.Scheme, err = chain.ParseScheme(p.scheme); err != nil {
+	if pol.Scheme, err = policy.ParseScheme(p.scheme); err != nil {
 		return pol, fmt.Errorf("--scheme: %w", err)
 	}
-	if pol.SnapDis, err = chain.ParseSnapDis(p.snapDis); err != nil {
+	if pol.SnapDis, err = policy.ParseSnapDis(p.snapDis); err != nil {
 		return pol, fmt.Errorf("--snap-dis: %w", err)
 	}
 	pol.MaxDepth = p.maxDepth

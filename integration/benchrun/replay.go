@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/replay"
 )
 
 // seriesSets are the real training series of Fig. 9/10 and Table 9: fp32
@@ -90,7 +91,7 @@ type compareJSON struct {
 		SnapDis string `json:"snap_dis"`
 		Result  struct {
 			chain.Report
-			Steps []chain.ReplayStep `json:"steps"`
+			Steps []replay.Step `json:"steps"`
 		} `json:"result"`
 	} `json:"methods"`
 }

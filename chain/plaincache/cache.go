@@ -1,4 +1,7 @@
-package chain
+// Package plaincache holds the memory for plain (decoded) chunks: the
+// reference tier, which keeps the chunks the next saves will delta against,
+// and an LRU cache of chunks rebuilt for reads.
+package plaincache
 
 import (
 	"container/list"
@@ -7,28 +10,28 @@ import (
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// chunkKey names a chunk's plain bytes: version and file offset.
-type chunkKey struct {
-	v   meta.VersionID
-	off int64
+// Key names a chunk's plain bytes: version and file offset.
+type Key struct {
+	V   meta.VersionID
+	Off int64
 }
 
-// chunkCache keeps recently rebuilt plain chunks, bounded in bytes, and makes
+// Cache keeps recently rebuilt plain chunks, bounded in bytes, and makes
 // concurrent requests for one chunk share a single rebuild. Cached slices are
 // shared: callers must not modify them.
-type chunkCache struct {
+type Cache struct {
 	mu       sync.Mutex
 	max      int64
 	size     int64
 	lru      *list.List // of *cacheEntry, most recent first
-	items    map[chunkKey]*list.Element
-	inflight map[chunkKey]*cacheCall
+	items    map[Key]*list.Element
+	inflight map[Key]*cacheCall
 	hits     int64
 	misses   int64
 }
 
 type cacheEntry struct {
-	key chunkKey
+	key Key
 	val []byte
 }
 
@@ -38,14 +41,14 @@ type cacheCall struct {
 	err  error
 }
 
-func newChunkCache(maxBytes int64) *chunkCache {
-	return &chunkCache{max: maxBytes, lru: list.New(),
-		items: map[chunkKey]*list.Element{}, inflight: map[chunkKey]*cacheCall{}}
+func NewCache(maxBytes int64) *Cache {
+	return &Cache{max: maxBytes, lru: list.New(),
+		items: map[Key]*list.Element{}, inflight: map[Key]*cacheCall{}}
 }
 
-// get returns the cached bytes of k, or runs load once for all concurrent
+// Get returns the cached bytes of k, or runs load once for all concurrent
 // callers and caches its result.
-func (c *chunkCache) get(k chunkKey, load func() ([]byte, error)) ([]byte, error) {
+func (c *Cache) Get(k Key, load func() ([]byte, error)) ([]byte, error) {
 	c.mu.Lock()
 	if el, ok := c.items[k]; ok {
 		c.lru.MoveToFront(el)
@@ -76,7 +79,7 @@ func (c *chunkCache) get(k chunkKey, load func() ([]byte, error)) ([]byte, error
 	return call.val, call.err
 }
 
-func (c *chunkCache) insertLocked(k chunkKey, v []byte) {
+func (c *Cache) insertLocked(k Key, v []byte) {
 	if int64(len(v)) > c.max/4 {
 		return // one chunk must not flush the cache
 	}
@@ -91,14 +94,14 @@ func (c *chunkCache) insertLocked(k chunkKey, v []byte) {
 	}
 }
 
-// dropVersion forgets every chunk of a freed version, so a reused number
+// DropVersion forgets every chunk of a freed version, so a reused number
 // could never read stale bytes (numbers are not reused, but be safe).
-func (c *chunkCache) dropVersion(v meta.VersionID) {
+func (c *Cache) DropVersion(v meta.VersionID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for el := c.lru.Front(); el != nil; {
 		next := el.Next()
-		if e := el.Value.(*cacheEntry); e.key.v == v {
+		if e := el.Value.(*cacheEntry); e.key.V == v {
 			c.lru.Remove(el)
 			delete(c.items, e.key)
 			c.size -= int64(len(e.val))
@@ -107,17 +110,18 @@ func (c *chunkCache) dropVersion(v meta.VersionID) {
 	}
 }
 
-func (c *chunkCache) stats() (hits, misses, size int64) {
+// Stats reports hits, misses and the bytes held.
+func (c *Cache) Stats() (hits, misses, size int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hits, c.misses, c.size
 }
 
-// clear empties the cache.
-func (c *chunkCache) clear() {
+// Clear empties the cache.
+func (c *Cache) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lru.Init()
-	c.items = map[chunkKey]*list.Element{}
+	c.items = map[Key]*list.Element{}
 	c.size = 0
 }

@@ -116,8 +116,8 @@ func (tx *Tx) freeVersion(v *meta.Version) error {
 	}
 	s, id := tx.s, v.ID
 	tx.OnCommit(func() {
-		s.cache.dropVersion(id)
-		s.refs.dropVersion(id)
+		s.cache.DropVersion(id)
+		s.refs.DropVersion(id)
 	})
 	return nil
 }

@@ -1,4 +1,5 @@
-package chain
+// Package bufpool recycles the byte buffers of the hot paths.
+package bufpool
 
 import (
 	"math/bits"
@@ -32,8 +33,8 @@ func sizeClass(n int) int {
 	return bits.Len(uint(n - 1))
 }
 
-// getBuf returns a buffer of length n; its contents are arbitrary.
-func getBuf(n int) []byte {
+// Get returns a buffer of length n; its contents are arbitrary.
+func Get(n int) []byte {
 	c := sizeClass(n)
 	switch {
 	case c > maxClass:
@@ -56,9 +57,9 @@ func getBuf(n int) []byte {
 	return make([]byte, n, 1<<c)
 }
 
-// putBuf returns a buffer obtained from getBuf (or any buffer whose
+// Put returns a buffer obtained from Get (or any buffer whose
 // capacity is a power of two); nothing may use it afterwards.
-func putBuf(b []byte) {
+func Put(b []byte) {
 	c := cap(b)
 	if c == 0 || c&(c-1) != 0 || sizeClass(c) > maxClass {
 		return

@@ -1,28 +1,30 @@
-package chain
+package analyze
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
 )
 
-func TestAnalyze(t *testing.T) {
+func TestCompare(t *testing.T) {
 	dir := t.TempDir()
-	vals := trainingSeries(30, 10_000, 1)[0]
+	vals := ckpttest.TrainingSeries(30, 10_000, 1)[0]
 	flipped := make([]float32, len(vals))
 	for i, v := range vals {
 		flipped[i] = -v
 	}
 	write := func(name string, v []float32) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, npyFile(v), 0o644); err != nil {
+		if err := os.WriteFile(p, ckpttest.NpyFile(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
 	a, same, neg := write("a.npy", vals), write("b.npy", vals), write("c.npy", flipped)
 
-	an, err := Analyze(a, same)
+	an, err := Compare(a, same)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestAnalyze(t *testing.T) {
 		t.Fatalf("Table 1 rows %+v, want 4..12 bits", an.SameHeadingBits)
 	}
 
-	an, err = Analyze(a, neg)
+	an, err = Compare(a, neg)
 	if err != nil {
 		t.Fatal(err)
 	}

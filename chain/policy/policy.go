@@ -1,4 +1,8 @@
-package chain
+// Package policy decides how new versions are coded: the codec, which
+// earlier version a new one deltas against (the scheme and when to start a
+// new baseline), how files are cut into chunks, and which files form a
+// series (family). It is pure: the store asks, policy answers.
+package policy
 
 import (
 	"fmt"
@@ -73,8 +77,8 @@ type Policy struct {
 	MaxDepth int
 }
 
-// DefaultPolicy is what `ckptfs mount` uses without flags.
-func DefaultPolicy() Policy {
+// Default is what `ckptfs mount` uses without flags.
+func Default() Policy {
 	return Policy{Codec: encode.Planes, Scheme: Progressive, SnapDis: SnapDisAuto, MaxDepth: 5}
 }
 
@@ -102,7 +106,8 @@ type Layout struct {
 // DefaultLayout cuts tensors into 64 Ki-element chunks (256 KiB of float32).
 func DefaultLayout() Layout { return Layout{ChunkElems: 64 << 10, RawChunk: 256 << 10} }
 
-func (l Layout) chunkBytes(tensor bool, dt encode.DType) int {
+// ChunkBytes is the size of a chunk of a tensor of type dt, or of raw bytes.
+func (l Layout) ChunkBytes(tensor bool, dt encode.DType) int {
 	if !tensor {
 		return l.RawChunk
 	}

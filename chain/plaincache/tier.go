@@ -1,4 +1,4 @@
-package chain
+package plaincache
 
 import (
 	"sync"
@@ -6,7 +6,7 @@ import (
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// refTier keeps the plain chunks of the versions the next saves will delta
+// Tier keeps the plain chunks of the versions the next saves will delta
 // against. An LRU cache smaller than a checkpoint would evict each chunk
 // just before it is wanted (a sequential scan is LRU's worst case), so this
 // tier does not evict to make room for the chunk being offered: a save
@@ -20,11 +20,11 @@ import (
 // Entries go stale when a family stops saving; versions of families that
 // have not started a save for staleAfter saves of any family are evicted
 // when room is short, oldest first.
-type refTier struct {
+type Tier struct {
 	mu    sync.Mutex
 	max   int64
 	size  int64
-	items map[chunkKey][]byte
+	items map[Key][]byte
 	vers  map[meta.VersionID]*tierVersion
 	gen   uint64 // counts saves started
 	hits  int64
@@ -38,23 +38,24 @@ type tierVersion struct {
 
 const staleAfter = 8
 
-// DefaultCacheBytes is the memory a store gives plain chunks by default.
-// refTierEighths of it goes to the reference tier: a reference chunk that
+// DefaultBytes is the memory a store gives plain chunks by default.
+// TierEighths of it goes to the reference tier: a reference chunk that
 // is not there is rebuilt through the whole delta chain, at a cost that
 // grows with the chain's depth on every save, while reads only need room
 // for read-ahead and for chunks that concurrent readers share.
 const (
-	DefaultCacheBytes = 128 << 20
-	refTierEighths    = 7
+	DefaultBytes = 128 << 20
+	TierEighths  = 7
 )
 
-func newRefTier(max int64) *refTier {
-	return &refTier{max: max, items: map[chunkKey][]byte{}, vers: map[meta.VersionID]*tierVersion{}}
+// NewTier makes a tier of at most max bytes.
+func NewTier(max int64) *Tier {
+	return &Tier{max: max, items: map[Key][]byte{}, vers: map[meta.VersionID]*tierVersion{}}
 }
 
-// startSave notes that family starts a save against ref (0: a baseline):
+// StartSave notes that family starts a save against ref (0: a baseline):
 // its other versions will not be wanted again.
-func (t *refTier) startSave(family string, ref meta.VersionID) {
+func (t *Tier) StartSave(family string, ref meta.VersionID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
@@ -70,9 +71,9 @@ func (t *refTier) startSave(family string, ref meta.VersionID) {
 	}
 }
 
-// offer keeps v, a chunk of a version of family, if there is room (after
+// Offer keeps v, a chunk of a version of family, if there is room (after
 // evicting stale families' versions if need be); it reports whether it did.
-func (t *refTier) offer(k chunkKey, family string, v []byte) bool {
+func (t *Tier) Offer(k Key, family string, v []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.items[k]; ok {
@@ -83,10 +84,10 @@ func (t *refTier) offer(k chunkKey, family string, v []byte) bool {
 			return false
 		}
 	}
-	tv := t.vers[k.v]
+	tv := t.vers[k.V]
 	if tv == nil {
 		tv = &tierVersion{family: family}
-		t.vers[k.v] = tv
+		t.vers[k.V] = tv
 	}
 	tv.gen = t.gen
 	tv.bytes += int64(len(v))
@@ -95,8 +96,8 @@ func (t *refTier) offer(k chunkKey, family string, v []byte) bool {
 	return true
 }
 
-// get returns chunk k; with take it also removes it.
-func (t *refTier) get(k chunkKey, take bool) ([]byte, bool) {
+// Get returns chunk k; with take it also removes it.
+func (t *Tier) Get(k Key, take bool) ([]byte, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	v, ok := t.items[k]
@@ -107,19 +108,19 @@ func (t *refTier) get(k chunkKey, take bool) ([]byte, bool) {
 	if take {
 		delete(t.items, k)
 		t.size -= int64(len(v))
-		if tv := t.vers[k.v]; tv != nil {
+		if tv := t.vers[k.V]; tv != nil {
 			if tv.bytes -= int64(len(v)); tv.bytes <= 0 {
-				delete(t.vers, k.v)
+				delete(t.vers, k.V)
 			}
 		}
 	}
 	return v, true
 }
 
-// copyAt copies chunk k's bytes from off into dst, under the lock: a save
+// CopyAt copies chunk k's bytes from off into dst, under the lock: a save
 // may take the chunk and recycle its buffer at any time, so readers copy
 // rather than share it. It reports false when k is not in the tier.
-func (t *refTier) copyAt(k chunkKey, dst []byte, off int64) (int, bool) {
+func (t *Tier) CopyAt(k Key, dst []byte, off int64) (int, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	v, ok := t.items[k]
@@ -130,27 +131,34 @@ func (t *refTier) copyAt(k chunkKey, dst []byte, off int64) (int, bool) {
 	return copy(dst, v[off:]), true
 }
 
-// has reports whether chunk k is in the tier.
-func (t *refTier) has(k chunkKey) bool {
+// Hits counts the chunks served from the tier.
+func (t *Tier) Hits() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.hits
+}
+
+// Has reports whether chunk k is in the tier.
+func (t *Tier) Has(k Key) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, ok := t.items[k]
 	return ok
 }
 
-// dropVersion forgets a version (freed, or an abandoned save).
-func (t *refTier) dropVersion(id meta.VersionID) {
+// DropVersion forgets a version (freed, or an abandoned save).
+func (t *Tier) DropVersion(id meta.VersionID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.dropLocked(id)
 }
 
-func (t *refTier) dropLocked(id meta.VersionID) {
+func (t *Tier) dropLocked(id meta.VersionID) {
 	if _, ok := t.vers[id]; !ok {
 		return
 	}
 	for k, b := range t.items {
-		if k.v == id {
+		if k.V == id {
 			delete(t.items, k)
 			t.size -= int64(len(b))
 		}
@@ -159,7 +167,7 @@ func (t *refTier) dropLocked(id meta.VersionID) {
 }
 
 // evictStaleLocked drops the stalest version idle for staleAfter saves.
-func (t *refTier) evictStaleLocked() bool {
+func (t *Tier) evictStaleLocked() bool {
 	var victim meta.VersionID
 	oldest := t.gen
 	for id, v := range t.vers {

@@ -1,4 +1,7 @@
-package chain
+// Package replay feeds checkpoint files through a throw-away store on a
+// fresh simulated device, verifies every byte read back, and reports: the
+// offline way to measure what ckptfs would write for a series.
+package replay
 
 import (
 	"bytes"
@@ -11,13 +14,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
 
-// ReplayOptions configure Replay.
-type ReplayOptions struct {
-	Policy       Policy
+// Options configure Run.
+type Options struct {
+	Policy       policy.Policy
 	Device       nandsim.Config // zero: the paper's Table 4 device
 	Precondition bool           // warm both devices up to Table 8 first
 	// KeepLatest deletes every earlier file of a family once a newer one is
@@ -33,11 +38,11 @@ type ReplayOptions struct {
 	Progress func(done, total int64)
 	// Opened, if set, is called once the throw-away store is open, with the
 	// memory its chunk cache may use.
-	Opened func(ds *DirStore, cacheBytes int64)
+	Opened func(ds *chain.DirStore, cacheBytes int64)
 }
 
-// ReplayStep is what happened to one input file.
-type ReplayStep struct {
+// Step is what happened to one input file.
+type Step struct {
 	Path               string  `json:"path"`
 	LogicalBytes       int64   `json:"logical_bytes"`
 	StoredBytes        int64   `json:"stored_bytes"`
@@ -51,17 +56,17 @@ type ReplayStep struct {
 	Verified           bool    `json:"verified"`
 }
 
-// ReplayResult is the report after the last file, plus a row per file.
-type ReplayResult struct {
-	Report
-	Steps []ReplayStep `json:"steps"`
+// Result is the report after the last file, plus a row per file.
+type Result struct {
+	chain.Report
+	Steps []Step `json:"steps"`
 }
 
-// Replay feeds files, in order, through the store's pipeline onto a fresh
+// Run feeds files, in order, through the store's pipeline onto a fresh
 // simulated device and its shadow, reads each back and checks it byte for
 // byte, and reports. Paths keep their layout below the files' common
 // directory, so families form as they would in a mount.
-func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
+func Run(files []string, o Options) (*Result, error) {
 	if len(files) == 0 {
 		return nil, errors.New("replay: no files")
 	}
@@ -74,7 +79,7 @@ func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
 	if cache <= 0 {
 		cache = 32 << 20 // replay reads each file once: a small cache does
 	}
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: o.Policy, CacheBytes: cache},
+	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache},
 		Device: o.Device, Precondition: o.Precondition, NoSync: true})
 	if err != nil {
 		return nil, err
@@ -87,11 +92,11 @@ func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &ReplayResult{}
+	res := &Result{}
 	var done int64
 	saved := map[string][]string{} // family -> paths saved, oldest first
 	for i, f := range files {
-		step, err := ds.replayOne(f, rel[i], func(n int64) {
+		step, err := replayOne(ds, f, rel[i], func(n int64) {
 			done += n
 			if o.Progress != nil {
 				o.Progress(done, total)
@@ -100,11 +105,11 @@ func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("replay %s: %w", f, err)
 		}
-		fam := FamilyOf(rel[i])
+		fam := policy.FamilyOf(rel[i])
 		if o.KeepLatest {
 			for _, old := range saved[fam] {
 				if old != rel[i] {
-					if err := ds.removePath(old); err != nil {
+					if err := removePath(ds, old); err != nil {
 						return nil, err
 					}
 				}
@@ -112,7 +117,7 @@ func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
 			saved[fam] = saved[fam][:0]
 		}
 		saved[fam] = append(saved[fam], rel[i])
-		if step.UsefulPages, err = ds.usefulPages(); err != nil {
+		if step.UsefulPages, err = ds.StoredPages(); err != nil {
 			return nil, err
 		}
 		res.Steps = append(res.Steps, *step)
@@ -121,7 +126,7 @@ func Replay(files []string, o ReplayOptions) (*ReplayResult, error) {
 	if interval <= 0 {
 		interval = 20 * time.Minute
 	}
-	rep, err := ds.Report(ReportOptions{Window: interval * time.Duration(len(files))})
+	rep, err := ds.Report(chain.ReportOptions{Window: interval * time.Duration(len(files))})
 	if err != nil {
 		return nil, err
 	}
@@ -173,13 +178,13 @@ func relativePaths(files []string) ([]string, int64, error) {
 }
 
 // replayOne saves one file at path p, then reads it back.
-func (ds *DirStore) replayOne(file, p string, progress func(int64)) (*ReplayStep, error) {
+func replayOne(ds *chain.DirStore, file, p string, progress func(int64)) (*Step, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	ino, err := ds.createPath(p)
+	ino, err := createPath(ds, p)
 	if err != nil {
 		return nil, err
 	}
@@ -212,16 +217,16 @@ func (ds *DirStore) replayOne(file, p string, progress func(int64)) (*ReplayStep
 	if err := w.Commit(); err != nil {
 		return nil, err
 	}
-	step := &ReplayStep{Path: p, LogicalBytes: off, SaveMs: msOf(ds.Dev.Since(mark)),
+	step := &Step{Path: p, LogicalBytes: off, SaveMs: msOf(ds.Dev.Since(mark)),
 		DevicePagesWritten: ds.Dev.Stats().HostPagesWritten - devBefore,
 		ShadowPagesWritten: ds.Shadow.Stats().HostPagesWritten - shBefore}
 	if info, err := ds.Info(ino); err == nil && info != nil {
 		step.StoredBytes, step.Depth, step.Format = info.StoredBytes, info.Depth, info.Format
 	}
 	// Read back from the device, not from the cache of this save.
-	ds.cache.clear()
+	ds.DropCaches()
 	mark = ds.Dev.Mark()
-	if err := ds.compareWith(ino, f, progress); err != nil {
+	if err := compareWith(ds, ino, f, progress); err != nil {
 		return nil, err
 	}
 	step.RestoreMs = msOf(ds.Dev.Since(mark))
@@ -232,7 +237,7 @@ func (ds *DirStore) replayOne(file, p string, progress func(int64)) (*ReplayStep
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // compareWith reads inode ino's content and compares it with f.
-func (ds *DirStore) compareWith(ino meta.Ino, f *os.File, progress func(int64)) error {
+func compareWith(ds *chain.DirStore, ino meta.Ino, f *os.File, progress func(int64)) error {
 	n, err := ds.Inode(ino)
 	if err != nil {
 		return err
@@ -263,7 +268,7 @@ func (ds *DirStore) compareWith(ino meta.Ino, f *os.File, progress func(int64)) 
 }
 
 // createPath creates (or finds) the regular file p, making its directories.
-func (ds *DirStore) createPath(p string) (meta.Ino, error) {
+func createPath(ds *chain.DirStore, p string) (meta.Ino, error) {
 	parent := meta.RootIno
 	parts := strings.Split(p, "/")
 	for i, name := range parts {
@@ -274,7 +279,7 @@ func (ds *DirStore) createPath(p string) (meta.Ino, error) {
 			if last {
 				mode = syscall.S_IFREG | 0o644
 			}
-			n, err = ds.Create(parent, name, NewNode{Mode: mode})
+			n, err = ds.Create(parent, name, chain.NewNode{Mode: mode})
 		}
 		if err != nil {
 			return 0, err
@@ -285,7 +290,7 @@ func (ds *DirStore) createPath(p string) (meta.Ino, error) {
 }
 
 // removePath unlinks the file p.
-func (ds *DirStore) removePath(p string) error {
+func removePath(ds *chain.DirStore, p string) error {
 	parent := meta.RootIno
 	parts := strings.Split(p, "/")
 	for _, name := range parts[:len(parts)-1] {
@@ -296,13 +301,4 @@ func (ds *DirStore) removePath(p string) error {
 		parent = n.Ino
 	}
 	return ds.Unlink(parent, parts[len(parts)-1], nil)
-}
-
-// usefulPages is the device pages of every version kept.
-func (ds *DirStore) usefulPages() (int64, error) {
-	var pages int64
-	err := ds.View(func(tx *Tx) error {
-		return tx.ForEachVersion(func(v *meta.Version) error { pages += v.PackPages(); return nil })
-	})
-	return pages, err
 }

@@ -1,4 +1,7 @@
-package chain
+// Package analyze compares two checkpoints tensor by tensor (the paper's
+// Table 1 and per-tensor change statistics). It reads files only; it never
+// opens a store.
+package analyze
 
 import (
 	"encoding/binary"
@@ -58,9 +61,9 @@ type tensorRange struct {
 	dt          encode.DType
 }
 
-// Analyze compares the float tensors that checkpoints a and b have under
+// Compare compares the float tensors that checkpoints a and b have under
 // the same key, dtype and length.
-func Analyze(a, b string) (*Analysis, error) {
+func Compare(a, b string) (*Analysis, error) {
 	ta, fa, err := tensorRanges(a)
 	if err != nil {
 		return nil, err
