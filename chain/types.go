@@ -1,0 +1,25 @@
+package chain
+
+import "github.com/ckptfs/ckptfs/meta"
+
+// The store's API speaks of inodes and versions; these are the metadata
+// records' own types, so that the filesystem adapter and the command need
+// not import the schema package.
+type (
+	// Ino numbers an inode.
+	Ino = meta.Ino
+	// Inode is a file's, directory's or symlink's attributes.
+	Inode = meta.Inode
+	// VersionID numbers a stored version of a file's content.
+	VersionID = meta.VersionID
+)
+
+// RootIno is the root directory's inode.
+const RootIno = meta.RootIno
+
+var (
+	// ErrNoSpace: the device has no free pages for the data (ENOSPC).
+	ErrNoSpace = meta.ErrNoSpace
+	// ErrLocked: another process holds the store open.
+	ErrLocked = meta.ErrLocked
+)
