@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -14,8 +15,8 @@ func (p *Pending) Size() int64 { return p.v.Size }
 // its segments and chunks, its pages, the family's chain, the old content's
 // release and the shadow's writes. If it fails, nothing changed and the
 // caller should Discard p.
-func (s *Store) Commit(ino meta.Ino, p *Pending, change ShadowChange, mtime int64) error {
-	err := s.Update(func(tx *Tx) error { return tx.commitVersion(ino, p, change, mtime) })
+func (s *Store) Commit(ino meta.Ino, p *Pending, change wear.Change, mtime int64) error {
+	err := s.update(func(tx *txn) error { return tx.commitVersion(ino, p, change, mtime) })
 	s.unregisterPending(p)
 	if p.pinned != 0 {
 		s.unpin(p.pinned)
@@ -32,10 +33,7 @@ func (s *Store) Commit(ino meta.Ino, p *Pending, change ShadowChange, mtime int6
 func (s *Store) Discard(p *Pending) {
 	s.unregisterPending(p)
 	s.refs.DropVersion(p.v.ID)
-	for _, e := range p.v.Pack {
-		_ = s.dev.Trim(e.Start, e.Len)
-	}
-	s.alloc.Unreserve(p.v.Pack)
+	s.data.Release(p.v.Pack)
 	p.v.Pack = nil
 	if p.pinned != 0 {
 		s.unpin(p.pinned)
@@ -43,36 +41,36 @@ func (s *Store) Discard(p *Pending) {
 	}
 }
 
-func (tx *Tx) commitVersion(ino meta.Ino, p *Pending, change ShadowChange, mtime int64) error {
-	n, err := tx.Inode(ino)
+func (tx *txn) commitVersion(ino meta.Ino, p *Pending, change wear.Change, mtime int64) error {
+	n, err := tx.mtx.Inode(ino)
 	if err != nil {
 		return err
 	}
 	v := p.v
 	v.Ino, v.Live = ino, true
 	if v.Ref != 0 {
-		ref, err := tx.Version(v.Ref)
+		ref, err := tx.mtx.Version(v.Ref)
 		if err != nil {
 			return fmt.Errorf("reference %d vanished while pinned: %w", v.Ref, err)
 		}
 		ref.Dependents++
-		if err := tx.PutVersion(ref); err != nil {
+		if err := tx.mtx.PutVersion(ref); err != nil {
 			return err
 		}
 	}
-	if err := tx.s.alloc.Commit(tx.Tx, v.Pack); err != nil {
+	if err := tx.s.data.Commit(tx.mtx, v.Pack); err != nil {
 		return err
 	}
-	if err := tx.PutVersion(&v); err != nil {
+	if err := tx.mtx.PutVersion(&v); err != nil {
 		return err
 	}
 	for i := range p.segments {
-		if err := tx.PutSegment(v.ID, &p.segments[i]); err != nil {
+		if err := tx.mtx.PutSegment(v.ID, &p.segments[i]); err != nil {
 			return err
 		}
 	}
 	for i := range p.chunks {
-		if err := tx.PutChunk(v.ID, &p.chunks[i]); err != nil {
+		if err := tx.mtx.PutChunk(v.ID, &p.chunks[i]); err != nil {
 			return err
 		}
 	}
@@ -81,7 +79,7 @@ func (tx *Tx) commitVersion(ino meta.Ino, p *Pending, change ShadowChange, mtime
 		mtime = tx.s.now().UnixNano()
 	}
 	n.Version, n.Size, n.Mtime, n.Ctime = v.ID, v.Size, mtime, tx.s.now().UnixNano()
-	if err := tx.PutInode(n); err != nil {
+	if err := tx.mtx.PutInode(n); err != nil {
 		return err
 	}
 	if old != 0 {
@@ -92,14 +90,14 @@ func (tx *Tx) commitVersion(ino meta.Ino, p *Pending, change ShadowChange, mtime
 	if err := tx.advanceFamily(&v); err != nil {
 		return err
 	}
-	if tx.Counter("next_version") < uint64(v.ID) {
-		if err := tx.SetCounter("next_version", uint64(v.ID)); err != nil {
+	if tx.mtx.Counter("next_version") < uint64(v.ID) {
+		if err := tx.mtx.SetCounter("next_version", uint64(v.ID)); err != nil {
 			return err
 		}
 	}
 	for name, d := range map[string]int64{"versions_committed": 1, "logical_bytes": v.Size,
 		"stored_bytes": v.PackBytes, "pack_bytes_written": v.PackBytes, "pack_pages_written": v.PackPages()} {
-		if err := tx.AddCounter(name, d); err != nil {
+		if err := tx.mtx.AddCounter(name, d); err != nil {
 			return err
 		}
 	}
@@ -107,8 +105,8 @@ func (tx *Tx) commitVersion(ino meta.Ino, p *Pending, change ShadowChange, mtime
 }
 
 // advanceFamily records v as the family's newest version.
-func (tx *Tx) advanceFamily(v *meta.Version) error {
-	f, err := tx.Family(v.Family)
+func (tx *txn) advanceFamily(v *meta.Version) error {
+	f, err := tx.mtx.Family(v.Family)
 	if errors.Is(err, meta.ErrNotFound) {
 		f, err = &meta.Family{Name: v.Family}, nil
 	}
@@ -124,5 +122,5 @@ func (tx *Tx) advanceFamily(v *meta.Version) error {
 		f.SinceBaseline++
 		f.DeltaBytes += v.PackBytes
 	}
-	return tx.PutFamily(f)
+	return tx.mtx.PutFamily(f)
 }

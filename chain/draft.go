@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 
+	"github.com/ckptfs/ckptfs/chain/storage"
+	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -25,17 +27,28 @@ type draft struct {
 	temp     *Pending // base to discard after commit (an interrupted ingest)
 	size     int64
 
-	mem      map[int64][]byte // dirty pages in memory
-	staged   map[int64]int64  // dirty pages staged on the device: page → lpn
-	stageExt []meta.Extent
+	mem     map[int64][]byte     // dirty pages in memory
+	staged  map[int64]stagedPage // dirty pages staged in the backend
+	batches []storage.Location   // what staging wrote, given back at release
 
 	truncated bool // for the shadow: cut below its committed size
 	truncMin  int64
 }
 
+// stagedPage is page Page of staging batch Batch.
+type stagedPage struct {
+	batch int
+	page  int64
+}
+
+// loc is where the page is kept.
+func (d *draft) loc(sp stagedPage) storage.Location {
+	return meta.SubExtents(d.batches[sp.batch], sp.page*d.ps/int64(d.s.blockSize), d.ps/int64(d.s.blockSize))
+}
+
 func newDraft(s *Store, base *Reader, temp *Pending) *draft {
-	d := &draft{s: s, ps: int64(s.pageSize), base: base, temp: temp,
-		mem: map[int64][]byte{}, staged: map[int64]int64{}}
+	d := &draft{s: s, ps: s.filePageSize(), base: base, temp: temp,
+		mem: map[int64][]byte{}, staged: map[int64]stagedPage{}}
 	if base != nil {
 		d.size, d.baseLive = base.Size(), base.Size()
 	}
@@ -49,8 +62,8 @@ func (d *draft) page(idx int64) ([]byte, error) {
 		return b, nil
 	}
 	buf := make([]byte, d.ps)
-	if lpn, ok := d.staged[idx]; ok {
-		if err := d.s.dev.ReadPages(lpn, buf); err != nil {
+	if sp, ok := d.staged[idx]; ok {
+		if err := d.s.data.ReadAt(d.batches[sp.batch], buf, sp.page*d.ps); err != nil {
 			return nil, fmt.Errorf("read staged page %d: %w", idx, err)
 		}
 		return buf, nil
@@ -94,8 +107,8 @@ func (d *draft) WriteAt(p []byte, off int64) (int, error) {
 
 func (d *draft) setPage(idx int64, pg []byte) error {
 	d.mem[idx] = pg
-	if lpn, ok := d.staged[idx]; ok {
-		d.unstage(idx, lpn)
+	if sp, ok := d.staged[idx]; ok {
+		d.unstage(idx, sp)
 	}
 	if len(d.mem) > draftMemPages {
 		return d.spill(len(d.mem) / 2)
@@ -111,33 +124,29 @@ func (d *draft) spill(n int) error {
 	}
 	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
 	idxs = idxs[:n]
-	exts, err := d.s.alloc.Reserve(int64(n))
+	buf := make([]byte, 0, int64(n)*d.ps)
+	for _, idx := range idxs {
+		buf = append(buf, d.mem[idx]...)
+	}
+	loc, err := d.s.data.Write(buf)
 	if err != nil {
 		return fmt.Errorf("stage draft pages: %w", err)
 	}
-	d.stageExt = append(d.stageExt, exts...)
-	for _, e := range exts {
-		buf := make([]byte, 0, e.Len*d.ps)
-		batch := idxs[:e.Len]
-		idxs = idxs[e.Len:]
-		for _, idx := range batch {
-			buf = append(buf, d.mem[idx]...)
-		}
-		if err := d.s.dev.WritePages(e.Start, buf); err != nil {
-			return fmt.Errorf("stage draft pages: %w", err)
-		}
-		for i, idx := range batch {
-			d.staged[idx] = e.Start + int64(i)
-			delete(d.mem, idx)
-		}
+	d.batches = append(d.batches, loc)
+	for i, idx := range idxs {
+		d.staged[idx] = stagedPage{batch: len(d.batches) - 1, page: int64(i)}
+		delete(d.mem, idx)
 	}
 	return nil
 }
 
-// unstage forgets a staged page (its pages are freed with the draft).
-func (d *draft) unstage(idx, lpn int64) {
+// unstage forgets a staged page (its space is given back with the draft;
+// a backend that can discards its content now).
+func (d *draft) unstage(idx int64, sp stagedPage) {
 	delete(d.staged, idx)
-	_ = d.s.dev.Trim(lpn, 1)
+	if dis, ok := d.s.data.(storage.Discarder); ok {
+		dis.Discard(d.loc(sp))
+	}
 }
 
 // ReadAt reads the draft's current content.
@@ -172,9 +181,9 @@ func (d *draft) Truncate(size int64) error {
 				delete(d.mem, idx)
 			}
 		}
-		for idx, lpn := range d.staged {
+		for idx, sp := range d.staged {
 			if idx >= lastKept {
-				d.unstage(idx, lpn)
+				d.unstage(idx, sp)
 			}
 		}
 		if in := size % d.ps; in != 0 {
@@ -196,7 +205,7 @@ func (d *draft) Truncate(size int64) error {
 }
 
 // shadowChange is what a plain filesystem would write for this draft.
-func (d *draft) shadowChange() ShadowChange {
+func (d *draft) shadowChange() wear.Change {
 	idxs := make([]int64, 0, len(d.mem)+len(d.staged))
 	for idx := range d.mem {
 		idxs = append(idxs, idx)
@@ -205,12 +214,12 @@ func (d *draft) shadowChange() ShadowChange {
 		idxs = append(idxs, idx)
 	}
 	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
-	c := ShadowChange{Truncated: d.truncated, TruncSize: d.truncMin}
+	c := wear.Change{Truncated: d.truncated, TruncSize: d.truncMin}
 	for _, idx := range idxs {
 		if n := len(c.Dirty); n > 0 && c.Dirty[n-1].First+c.Dirty[n-1].Count == idx {
 			c.Dirty[n-1].Count++
 		} else {
-			c.Dirty = append(c.Dirty, PageRange{idx, 1})
+			c.Dirty = append(c.Dirty, wear.PageRange{First: idx, Count: 1})
 		}
 	}
 	return c
@@ -218,11 +227,10 @@ func (d *draft) shadowChange() ShadowChange {
 
 // release gives back the staged pages and the temporary base.
 func (d *draft) release() {
-	for _, e := range d.stageExt {
-		_ = d.s.dev.Trim(e.Start, e.Len)
+	for _, loc := range d.batches {
+		d.s.data.Release(loc)
 	}
-	d.s.alloc.Unreserve(d.stageExt)
-	d.stageExt, d.staged, d.mem = nil, map[int64]int64{}, map[int64][]byte{}
+	d.batches, d.staged, d.mem = nil, map[int64]stagedPage{}, map[int64][]byte{}
 	if d.temp != nil {
 		d.s.Discard(d.temp)
 		d.temp = nil

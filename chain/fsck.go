@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 
+	"github.com/ckptfs/ckptfs/chain/namespace"
+	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -37,15 +39,15 @@ func (s *Store) Check(deep bool) (*CheckReport, error) {
 		rep.Problems = append(rep.Problems, Problem{Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	var live []meta.Version
-	err := s.View(func(tx *Tx) error {
-		inodes, err := checkNamespace(tx, add)
+	err := s.view(func(tx *txn) error {
+		inodes, err := namespace.Verify(tx.mtx, add)
 		if err != nil {
 			return err
 		}
 		rep.Inodes = len(inodes)
 		versions := map[meta.VersionID]*meta.Version{}
 		dependents := map[meta.VersionID]uint32{}
-		err = tx.ForEachVersion(func(v *meta.Version) error {
+		err = tx.mtx.ForEachVersion(func(v *meta.Version) error {
 			versions[v.ID] = v
 			if v.Ref != 0 {
 				dependents[v.Ref]++
@@ -92,7 +94,7 @@ func (s *Store) Check(deep bool) (*CheckReport, error) {
 					add("depth", "version %d depth %d, its reference %d has %d", id, v.Depth, v.Ref, ref.Depth)
 				}
 			}
-			n, err := checkChunks(tx, v, versions[v.Ref], int64(s.pageSize), add)
+			n, err := checkChunks(tx, v, versions[v.Ref], int64(s.blockSize), add)
 			if err != nil {
 				return err
 			}
@@ -136,60 +138,16 @@ func (s *Store) verifyVersion(id meta.VersionID) error {
 	return nil
 }
 
-// checkNamespace recounts links from the directory entries.
-func checkNamespace(tx *Tx, add func(string, string, ...any)) (map[meta.Ino]*meta.Inode, error) {
-	inodes := map[meta.Ino]*meta.Inode{}
-	if err := tx.ForEachInode(func(n *meta.Inode) error { inodes[n.Ino] = n; return nil }); err != nil {
-		return nil, err
-	}
-	links := map[meta.Ino]uint32{meta.RootIno: 2}
-	err := tx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
-		p, ok := inodes[parent]
-		if !ok {
-			add("dangling-entry", "entry %q lives in missing directory %d", name, parent)
-		} else if !isDir(p) {
-			add("dangling-entry", "entry %q lives in non-directory %d", name, parent)
-		}
-		c, ok := inodes[child]
-		if !ok {
-			add("dangling-entry", "entry %q in %d points at missing inode %d", name, parent, child)
-			return nil
-		}
-		links[child]++
-		if isDir(c) {
-			links[child]++  // its "."
-			links[parent]++ // its ".."
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	orphans := map[meta.Ino]bool{}
-	for _, o := range tx.Orphans() {
-		orphans[o] = true
-	}
-	for ino, n := range inodes {
-		if n.Nlink != links[ino] {
-			add("link-count", "inode %d has nlink %d, %d entries found", ino, n.Nlink, links[ino])
-		}
-		if links[ino] == 0 && !orphans[ino] {
-			add("leak", "inode %d has no name and is not an orphan", ino)
-		}
-	}
-	return inodes, nil
-}
-
 // checkChunks checks that v's chunks tile [0, Size), lie inside its pack and
 // have their references.
-func checkChunks(tx *Tx, v, ref *meta.Version, pageSize int64, add func(string, string, ...any)) (int, error) {
+func checkChunks(tx *txn, v, ref *meta.Version, pageSize int64, add func(string, string, ...any)) (int, error) {
 	var next int64
 	n := 0
 	capacity := v.PackPages() * pageSize
 	if v.PackBytes > capacity {
 		add("pack", "version %d records %d pack bytes in %d bytes of pages", v.ID, v.PackBytes, capacity)
 	}
-	err := tx.ForEachChunk(v.ID, func(c *meta.Chunk) error {
+	err := tx.mtx.ForEachChunk(v.ID, func(c *meta.Chunk) error {
 		n++
 		if c.Offset != next {
 			add("chunk-tiling", "version %d: chunk at %d, expected one at %d", v.ID, c.Offset, next)
@@ -205,7 +163,7 @@ func checkChunks(tx *Tx, v, ref *meta.Version, pageSize int64, add func(string, 
 			add("dangling-reference", "version %d chunk at %d is a delta but the version has no reference", v.ID, c.Offset)
 			return nil
 		}
-		rc, err := tx.ChunkAt(ref.ID, c.RefOffset)
+		rc, err := tx.mtx.ChunkAt(ref.ID, c.RefOffset)
 		if err != nil {
 			add("dangling-reference", "version %d chunk at %d: reference chunk %d@%d missing", v.ID, c.Offset, ref.ID, c.RefOffset)
 			return nil
@@ -221,8 +179,8 @@ func checkChunks(tx *Tx, v, ref *meta.Version, pageSize int64, add func(string, 
 	return n, err
 }
 
-func checkFamilies(tx *Tx, versions map[meta.VersionID]*meta.Version, add func(string, string, ...any)) {
-	_ = tx.ForEachFamily(func(f *meta.Family) error {
+func checkFamilies(tx *txn, versions map[meta.VersionID]*meta.Version, add func(string, string, ...any)) {
+	_ = tx.mtx.ForEachFamily(func(f *meta.Family) error {
 		for _, id := range []meta.VersionID{f.Last, f.Baseline} {
 			if _, ok := versions[id]; id != 0 && !ok {
 				add("dangling-reference", "family %q points at missing version %d", f.Name, id)
@@ -232,56 +190,20 @@ func checkFamilies(tx *Tx, versions map[meta.VersionID]*meta.Version, add func(s
 	})
 }
 
-// checkSpace checks that every data page of the device is free or owned by
-// one version, and likewise for the shadow device's pages.
-func checkSpace(tx *Tx, s *Store, versions map[meta.VersionID]*meta.Version, add func(string, string, ...any)) error {
-	type owned struct {
-		meta.Extent
-		owner string
-	}
-	check := func(space meta.Space, used []owned, what string) error {
-		free, err := tx.FreeExtents(space)
-		if err != nil {
-			return err
-		}
-		for _, e := range free {
-			used = append(used, owned{e, "free list"})
-		}
-		sort.Slice(used, func(i, j int) bool { return used[i].Start < used[j].Start })
-		pos := s.metaPages
-		for _, u := range used {
-			if u.Start < pos {
-				add("overlap", "%s pages [%d,%d) of %s overlap the previous extent", what, u.Start, u.End(), u.owner)
-			} else if u.Start > pos {
-				add("leak", "%s pages [%d,%d) are neither free nor owned", what, pos, u.Start)
-			}
-			pos = max(pos, u.End())
-		}
-		if end := s.dev.LogicalPages(); pos < end {
-			add("leak", "%s pages [%d,%d) are neither free nor owned", what, pos, end)
-		} else if pos > end {
-			add("overlap", "%s extents run past the device end %d", what, end)
-		}
-		return nil
-	}
-	var used []owned
+// checkSpace checks that the backend's space is free or owned by one
+// version, and the shadow device's pages likewise.
+func checkSpace(tx *txn, s *Store, versions map[meta.VersionID]*meta.Version, add func(string, string, ...any)) error {
+	var used []storage.Owned
 	for id, v := range versions {
 		for _, e := range v.Pack {
-			used = append(used, owned{e, fmt.Sprintf("version %d", id)})
+			used = append(used, storage.Owned{Extent: e, Owner: fmt.Sprintf("version %d", id)})
 		}
 	}
-	if err := check(meta.DeviceSpace, used, "device"); err != nil {
+	if err := s.data.Check(tx.mtx, used, add); err != nil {
 		return err
 	}
-	used = used[:0]
-	err := tx.ForEachShadow(func(ino meta.Ino, exts []meta.Extent) error {
-		for _, e := range exts {
-			used = append(used, owned{e, fmt.Sprintf("shadow of inode %d", ino)})
-		}
+	if s.wear == nil {
 		return nil
-	})
-	if err != nil {
-		return err
 	}
-	return check(meta.ShadowSpace, used, "shadow")
+	return s.wear.CheckShadow(tx.mtx, add)
 }

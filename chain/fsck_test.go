@@ -57,11 +57,11 @@ func TestFsckFindsDanglingReference(t *testing.T) {
 func TestFsckFindsLeakedExtent(t *testing.T) {
 	ds, _, _ := twoVersions(t, "")
 	defer ds.Close()
-	exts, err := ds.alloc.Reserve(10)
+	loc, err := ds.data.Write(make([]byte, 10*ds.data.BlockSize()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ds.DB.Update(func(tx *meta.Tx) error { return ds.alloc.Commit(tx, exts) }); err != nil {
+	if err := ds.DB.Update(func(tx *meta.Tx) error { return ds.data.Commit(tx, loc) }); err != nil {
 		t.Fatal(err)
 	}
 	rep, _ := ds.Check(false)

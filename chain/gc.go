@@ -29,7 +29,7 @@ func (s *Store) unpin(id meta.VersionID) {
 	if free {
 		// No claim is dropped here: the release that deferred already
 		// dropped its own. Free the version if nothing needs it now.
-		err := s.Update(func(tx *Tx) error { return tx.releaseVersion(id, noClaim) })
+		err := s.update(func(tx *txn) error { return tx.releaseVersion(id, noClaim) })
 		if err != nil {
 			logrus.WithError(err).Warnf("free version %d after its last pin", id)
 		}
@@ -60,9 +60,9 @@ const (
 // releaseVersion drops one claim on a version. A version with no liveness,
 // no dependents and no pin is freed: its records deleted, its pages trimmed
 // and freed, and its own reference released in turn (a dependent claim).
-func (tx *Tx) releaseVersion(id meta.VersionID, c claim) error {
+func (tx *txn) releaseVersion(id meta.VersionID, c claim) error {
 	for id != 0 {
-		v, err := tx.Version(id)
+		v, err := tx.mtx.Version(id)
 		if errors.Is(err, meta.ErrNotFound) {
 			return nil
 		}
@@ -79,7 +79,7 @@ func (tx *Tx) releaseVersion(id meta.VersionID, c claim) error {
 		}
 		c = dependentClaim
 		if v.Live || v.Dependents > 0 || tx.s.pinnedOrDefer(id) {
-			return tx.PutVersion(v)
+			return tx.mtx.PutVersion(v)
 		}
 		if err := tx.freeVersion(v); err != nil {
 			return err
@@ -90,17 +90,17 @@ func (tx *Tx) releaseVersion(id meta.VersionID, c claim) error {
 }
 
 // freeVersion deletes a version nobody needs.
-func (tx *Tx) freeVersion(v *meta.Version) error {
-	if err := tx.DeleteVersion(v.ID); err != nil {
+func (tx *txn) freeVersion(v *meta.Version) error {
+	if err := tx.mtx.DeleteVersion(v.ID); err != nil {
 		return fmt.Errorf("free version %d: %w", v.ID, err)
 	}
-	if err := tx.freeExtents(v.Pack); err != nil {
+	if err := tx.s.data.Free(tx.mtx, v.Pack); err != nil {
 		return fmt.Errorf("free version %d: %w", v.ID, err)
 	}
-	if err := tx.AddCounter("stored_bytes", -v.PackBytes); err != nil {
+	if err := tx.mtx.AddCounter("stored_bytes", -v.PackBytes); err != nil {
 		return err
 	}
-	if f, err := tx.Family(v.Family); err == nil {
+	if f, err := tx.mtx.Family(v.Family); err == nil {
 		changed := false
 		if f.Last == v.ID {
 			f.Last, changed = 0, true
@@ -109,33 +109,23 @@ func (tx *Tx) freeVersion(v *meta.Version) error {
 			f.Baseline, changed = 0, true
 		}
 		if changed {
-			if err := tx.PutFamily(f); err != nil {
+			if err := tx.mtx.PutFamily(f); err != nil {
 				return err
 			}
 		}
 	}
 	s, id := tx.s, v.ID
-	tx.OnCommit(func() {
+	tx.mtx.OnCommit(func() {
 		s.cache.DropVersion(id)
 		s.refs.DropVersion(id)
 	})
 	return nil
 }
 
-// dropInode deletes an inode with no names and no open handles, releasing
-// its content and its shadow pages.
-func (tx *Tx) dropInode(ino meta.Ino) error {
-	n, err := tx.Inode(ino)
-	if errors.Is(err, meta.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := tx.DeleteInode(ino); err != nil {
-		return err
-	}
-	if err := tx.shadowRelease(ino); err != nil {
+// dropContent releases what a deleted inode held: its content and its
+// shadow pages (the namespace's Drop hook).
+func (tx *txn) dropContent(n *meta.Inode) error {
+	if err := tx.shadowRelease(n.Ino); err != nil {
 		return err
 	}
 	return tx.releaseVersion(n.Version, liveClaim)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storage/pagestore"
+	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
@@ -41,13 +43,29 @@ type DirOptions struct {
 	StoredPolicy bool
 }
 
-// DirStore is a store kept in a directory.
+// DirStore is a store kept in a directory: its metadata database, the
+// simulated SSD that keeps encoded chunks (a page store on its data area),
+// and the shadow SSD of the wear accounts.
 type DirStore struct {
 	*Store
 	Dir    string
 	DB     *meta.DB
 	Dev    *nandsim.SSD
 	Shadow *nandsim.SSD
+	// MetaPages is the device region [0, MetaPages) that metadata writes
+	// are accounted to; encoded chunks live in the pages after it.
+	MetaPages int64
+}
+
+// metaRegion is the size of the device region metadata writes are accounted
+// to (the estimate of bbolt's page writes): 1/256 of the device, at least
+// 64 pages.
+func metaRegion(dev *nandsim.SSD) (int64, error) {
+	pages := max(64, dev.LogicalPages()/256)
+	if pages >= dev.LogicalPages() {
+		return 0, fmt.Errorf("device of %d pages too small for a %d-page metadata region", dev.LogicalPages(), pages)
+	}
+	return pages, nil
 }
 
 // OpenDir opens the store in dir, creating it (mode 0700) if needed. A store
@@ -93,7 +111,18 @@ func OpenDir(dir string, o DirOptions) (*DirStore, error) {
 	if o.Policy, err = storedPolicy(db, o.Policy, o.StoredPolicy); err != nil {
 		return fail(err)
 	}
-	if ds.Store, err = NewStore(db, ds.Dev, ds.Shadow, o.Options); err != nil {
+	if ds.MetaPages, err = metaRegion(ds.Dev); err != nil {
+		return fail(err)
+	}
+	data, err := pagestore.Open(db, ds.Dev, ds.MetaPages, ds.Dev.LogicalPages()-ds.MetaPages)
+	if err != nil {
+		return fail(err)
+	}
+	accounts, err := wear.New(db, ds.Dev, ds.Shadow, ds.MetaPages)
+	if err != nil {
+		return fail(err)
+	}
+	if ds.Store, err = NewStore(db, data, accounts, o.Options); err != nil {
 		return fail(err)
 	}
 	return ds, nil
@@ -187,6 +216,18 @@ func (ds *DirStore) closeDevices() error {
 func (ds *DirStore) MemoryNeeded() int64 {
 	cfg := ds.Dev.Config()
 	return 2 * 8 * int64(cfg.Channels*cfg.ChipsPerChannel*cfg.BlocksPerChip*cfg.PagesPerBlock)
+}
+
+// Sync makes everything durable: encoded chunks, the simulators' state
+// (their statistics) and metadata.
+func (ds *DirStore) Sync() error {
+	if err := ds.Dev.Sync(); err != nil {
+		return fmt.Errorf("sync device: %w", err)
+	}
+	if err := ds.Shadow.Sync(); err != nil {
+		return fmt.Errorf("sync shadow device: %w", err)
+	}
+	return ds.DB.Sync()
 }
 
 // Close saves the device state and closes everything.

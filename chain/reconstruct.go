@@ -28,11 +28,11 @@ func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, encBuf, err := s.readPack(lay.pack, c.PackOff, c.EncLen)
+	enc, err := s.readPack(lay.pack, c.PackOff, c.EncLen)
 	if err != nil {
 		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
 	}
-	defer bufpool.Put(encBuf)
+	defer bufpool.Put(enc)
 	var ref []byte
 	if c.Delta {
 		if lay.ref == 0 {

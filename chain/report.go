@@ -93,13 +93,13 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	r := &Report{Codec: p.Codec.String(), Scheme: p.Scheme.String(), SnapDis: policy.FormatSnapDis(p.SnapDis),
 		Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats()}
 	families := map[string]*FamilyRow{}
-	err := ds.View(func(tx *Tx) error {
-		r.LogicalBytes = int64(tx.Counter("logical_bytes"))
+	err := ds.view(func(tx *txn) error {
+		r.LogicalBytes = int64(tx.mtx.Counter("logical_bytes"))
 		paths, err := filePaths(tx)
 		if err != nil {
 			return err
 		}
-		err = tx.ForEachVersion(func(v *meta.Version) error {
+		err = tx.mtx.ForEachVersion(func(v *meta.Version) error {
 			r.Versions++
 			r.StoredBytes += v.PackBytes
 			r.UsefulStoragePages += v.PackPages()
@@ -122,7 +122,7 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 		if err != nil {
 			return err
 		}
-		return tx.ForEachFamily(func(f *meta.Family) error {
+		return tx.mtx.ForEachFamily(func(f *meta.Family) error {
 			if row := families[f.Name]; row != nil {
 				row.Versions, row.SinceBaseline = f.Versions, f.SinceBaseline
 			}
@@ -137,8 +137,8 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	}
 	sort.Slice(r.FamilyRows, func(i, j int) bool { return r.FamilyRows[i].Name < r.FamilyRows[j].Name })
 	sort.Slice(r.FileRows, func(i, j int) bool { return r.FileRows[i].Path < r.FileRows[j].Path })
-	r.MetadataPagesEstimate = ds.metaTotal.Load()
-	r.ShadowMetadataPagesEstimate = ds.shMetaTot.Load()
+	r.MetadataPagesEstimate = ds.wear.MetadataPages()
+	r.ShadowMetadataPagesEstimate = ds.wear.ShadowMetadataPages()
 	if r.Shadow.HostPagesWritten > 0 {
 		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(r.Shadow.HostPagesWritten)
 	}
@@ -175,13 +175,13 @@ func (ds *DirStore) lifetime(o ReportOptions) Lifetime {
 
 // filePaths maps inodes to a path below the root (one of them, for hard
 // links).
-func filePaths(tx *Tx) (map[meta.Ino]string, error) {
+func filePaths(tx *txn) (map[meta.Ino]string, error) {
 	type link struct {
 		parent meta.Ino
 		name   string
 	}
 	up := map[meta.Ino]link{}
-	err := tx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
+	err := tx.mtx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
 		if _, ok := up[child]; !ok {
 			up[child] = link{parent, name}
 		}

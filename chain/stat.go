@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"github.com/ckptfs/ckptfs/chain/namespace"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -13,7 +14,7 @@ type FileInfo struct {
 	Codec       string
 	Family      string
 	Format      string
-	Pack        []meta.Extent // device pages holding the encoded chunks
+	Pack        []meta.Extent // backend blocks holding the encoded chunks
 }
 
 // Info describes inode ino's committed content; nil for an empty file or a
@@ -33,10 +34,10 @@ func (s *Store) Info(ino meta.Ino) (*FileInfo, error) {
 			Codec: v.Codec, Family: v.Family, Format: v.Format, Pack: v.Pack}
 		return nil
 	})
-	return info, notFound("info", err)
+	return info, namespace.NotFound("info", err)
 }
 
-// FSStat is the filesystem's size in device pages.
+// FSStat is the filesystem's size in the backend's blocks.
 type FSStat struct {
 	PageSize  int
 	Pages     int64
@@ -44,9 +45,10 @@ type FSStat struct {
 	Inodes    uint64
 }
 
-// Statfs reports the data area of the device and what is free in it.
+// Statfs reports the backend's space and what is free in it.
 func (s *Store) Statfs() FSStat {
 	var inodes uint64
 	_ = s.db.View(func(tx *meta.Tx) error { inodes = tx.Counter("next_ino"); return nil })
-	return FSStat{PageSize: s.pageSize, Pages: s.alloc.Pages(), FreePages: s.alloc.FreePages(), Inodes: inodes}
+	total, free := s.data.Space()
+	return FSStat{PageSize: s.blockSize, Pages: total, FreePages: free, Inodes: inodes}
 }

@@ -7,10 +7,14 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain/namespace"
 	"github.com/ckptfs/ckptfs/chain/plaincache"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storage"
+	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
@@ -26,10 +30,6 @@ type Options struct {
 	Policy policy.Policy
 	// Layout is used when the store is new; an existing store keeps its own.
 	Layout policy.Layout
-	// MetaPages is the size of the device region that metadata writes are
-	// accounted to (the estimate of bbolt's page writes). 0: 1/256 of the
-	// device, at least 64 pages.
-	MetaPages int64
 	// CacheBytes bounds the memory for plain chunks: references kept for
 	// the next save of each family, and rebuilt chunks for reads. 0:
 	// DefaultCacheBytes.
@@ -40,29 +40,23 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Store is a ckptfs store: metadata, device, shadow device and policy.
+// Store is a ckptfs store: metadata, the backend keeping encoded chunks,
+// the wear accounts and the coding policy.
 type Store struct {
-	db       *meta.DB
-	dev      Device
-	shadow   Device
-	alloc    *meta.Allocator
-	shAlloc  *meta.Allocator
-	layout   policy.Layout
-	pageSize int
-	cache    *plaincache.Cache
-	refs     *plaincache.Tier
-	workers  int
-	now      func() time.Time
+	*namespace.Namespace // names, attributes, links
+
+	db        *meta.DB
+	data      storage.Backend // where encoded chunks live
+	wear      *wear.Accounts  // metadata and plain-filesystem accounting
+	blockSize int
+	layout    policy.Layout
+	cache     *plaincache.Cache
+	refs      *plaincache.Tier
+	workers   int
+	now       func() time.Time
 
 	policyMu sync.RWMutex
 	pol      policy.Policy
-
-	metaPages  int64
-	metaCursor int64 // next page of the metadata region to account to
-	shMetaCur  int64
-	metaMu     sync.Mutex
-	metaTotal  atomic.Int64 // metadata pages accounted on the device
-	shMetaTot  atomic.Int64
 
 	nextVersion atomic.Uint64
 
@@ -77,17 +71,14 @@ type Store struct {
 	pending   map[meta.VersionID]*Pending // finished, not committed, readable
 }
 
-// NewStore assembles a store from an open metadata database and two devices
-// of equal geometry: dev keeps the data, shadow only counts what a plain
-// filesystem would have written.
-func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
-	if dev.PageSize() != shadow.PageSize() || dev.LogicalPages() != shadow.LogicalPages() {
-		return nil, fmt.Errorf("device and shadow differ in geometry")
-	}
+// NewStore assembles a store from an open metadata database, the backend
+// that keeps encoded chunks, and the wear accounts that observe the store
+// (nil: nothing accounted beyond what the backend's medium counts).
+func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts Options) (*Store, error) {
 	if err := opts.Policy.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dev: dev, shadow: shadow, pageSize: dev.PageSize(), pol: opts.Policy,
+	s := &Store{db: db, data: data, wear: accounts, blockSize: data.BlockSize(), pol: opts.Policy,
 		workers: opts.Workers, now: opts.Now, pins: map[meta.VersionID]int{},
 		deferred: map[meta.VersionID]bool{}, pending: map[meta.VersionID]*Pending{}}
 	if s.workers <= 0 {
@@ -96,6 +87,10 @@ func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.Namespace = namespace.New(db, s.now, namespace.Hooks{
+		Drop:    func(mtx *meta.Tx, n *meta.Inode) error { return (&txn{mtx: mtx, s: s}).dropContent(n) },
+		Changed: func() { s.shadowMetadata(1) },
+	})
 	cacheBytes := opts.CacheBytes
 	if cacheBytes <= 0 {
 		cacheBytes = DefaultCacheBytes
@@ -103,25 +98,15 @@ func NewStore(db *meta.DB, dev, shadow Device, opts Options) (*Store, error) {
 	tier := cacheBytes / 8 * plaincache.TierEighths
 	s.refs = plaincache.NewTier(tier)
 	s.cache = plaincache.NewCache(cacheBytes - tier)
-	s.metaPages = opts.MetaPages
-	if s.metaPages <= 0 {
-		s.metaPages = max(64, dev.LogicalPages()/256)
-	}
-	if s.metaPages >= dev.LogicalPages() {
-		return nil, fmt.Errorf("device of %d pages too small for a %d-page metadata region", dev.LogicalPages(), s.metaPages)
-	}
 	if err := s.loadLayout(opts.Layout); err != nil {
 		return nil, err
 	}
-	var err error
-	data := dev.LogicalPages() - s.metaPages
-	if s.alloc, err = meta.NewAllocator(db, meta.DeviceSpace, s.metaPages, data); err != nil {
-		return nil, err
+	if s.wear != nil {
+		if ps := s.wear.PageSize(); ps%int64(s.blockSize) != 0 {
+			return nil, fmt.Errorf("file pages of %d bytes are not whole blocks of %d", ps, s.blockSize)
+		}
+		db.SetAccount(s.wear.Metadata)
 	}
-	if s.shAlloc, err = meta.NewAllocator(db, meta.ShadowSpace, s.metaPages, data); err != nil {
-		return nil, err
-	}
-	db.SetAccount(s.accountMetadata)
 	s.startWorkers()
 	if err := s.recover(); err != nil {
 		s.Close()
@@ -163,7 +148,7 @@ func (s *Store) loadLayout(l policy.Layout) error {
 		}
 		if _, err := tx.Inode(meta.RootIno); errors.Is(err, meta.ErrNotFound) {
 			now := s.now().UnixNano()
-			return tx.PutInode(&meta.Inode{Ino: meta.RootIno, Mode: modeDir | 0o755, Nlink: 2,
+			return tx.PutInode(&meta.Inode{Ino: meta.RootIno, Mode: syscall.S_IFDIR | 0o755, Nlink: 2,
 				Atime: now, Mtime: now, Ctime: now})
 		}
 		return nil
@@ -171,35 +156,23 @@ func (s *Store) loadLayout(l policy.Layout) error {
 }
 
 // recover runs at open. Orphans (unlinked while open) are released: no
-// process has them open any more. After an unclean stop, pages reserved by
-// uncommitted writes were written but never recorded, so the free list
-// already counts them as free; trimming the free list makes the device agree.
+// process has them open any more. After an unclean stop, the backend gives
+// back what uncommitted writes left.
 func (s *Store) recover() error {
 	clean := s.db.WasClean()
 	if !clean {
 		logrus.Warn("store was not closed cleanly: trimming uncommitted pages")
 	}
-	var free []meta.Extent
 	var orphans []meta.Ino
 	err := s.db.View(func(tx *meta.Tx) error {
-		var err error
-		free, err = tx.FreeExtents(meta.DeviceSpace)
 		orphans = tx.Orphans()
-		return err
+		return s.data.Recover(tx, clean)
 	})
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	for _, e := range free {
-		if clean {
-			break
-		}
-		if err := s.dev.Trim(e.Start, e.Len); err != nil {
-			return fmt.Errorf("recover: trim %v: %w", e, err)
-		}
-	}
 	for _, ino := range orphans {
-		if err := s.Update(func(tx *Tx) error { return tx.dropInode(ino) }); err != nil {
+		if err := s.Forget(ino); err != nil {
 			return fmt.Errorf("recover: release orphan %d: %w", ino, err)
 		}
 	}
@@ -213,57 +186,19 @@ func (s *Store) Policy() policy.Policy {
 	return s.pol
 }
 
-// SyncData makes committed content durable (fsync): device pages and
-// metadata. The simulators' statistics are saved by Sync.
+// SyncData makes committed content durable (fsync): encoded chunks and
+// metadata. The simulators' statistics are saved by DirStore.Sync.
 func (s *Store) SyncData() error {
-	if err := s.dev.SyncContent(); err != nil {
-		return fmt.Errorf("sync device: %w", err)
+	if err := s.data.Sync(); err != nil {
+		return fmt.Errorf("sync data: %w", err)
 	}
 	return s.db.Sync()
 }
 
-// Sync makes everything durable: device content, the FTL state (statistics)
-// of both devices and metadata.
-func (s *Store) Sync() error {
-	if err := s.dev.Sync(); err != nil {
-		return fmt.Errorf("sync device: %w", err)
-	}
-	if err := s.shadow.Sync(); err != nil {
-		return fmt.Errorf("sync shadow device: %w", err)
-	}
-	return s.db.Sync()
-}
-
-// accountMetadata charges bbolt's page writes to the metadata region of the
-// device, as a ring, so that rewriting metadata invalidates old pages as a
-// real log-structured metadata area would.
-func (s *Store) accountMetadata(pages int64) {
-	s.metaMu.Lock()
-	defer s.metaMu.Unlock()
-	s.metaTotal.Add(pages)
-	for pages > 0 {
-		n := min(pages, s.metaPages-s.metaCursor)
-		if err := s.dev.Account(s.metaCursor, n); err != nil {
-			logrus.WithError(err).Warn("account metadata pages")
-		}
-		s.metaCursor = (s.metaCursor + n) % s.metaPages
-		pages -= n
-	}
-}
-
-// accountShadowMetadata charges the estimate of a plain filesystem's
-// metadata writes (inode and directory blocks, journal) to the shadow.
-func (s *Store) accountShadowMetadata(pages int64) {
-	s.metaMu.Lock()
-	defer s.metaMu.Unlock()
-	s.shMetaTot.Add(pages)
-	for pages > 0 {
-		n := min(pages, s.metaPages-s.shMetaCur)
-		if err := s.shadow.Account(s.shMetaCur, n); err != nil {
-			logrus.WithError(err).Warn("account shadow metadata pages")
-		}
-		s.shMetaCur = (s.shMetaCur + n) % s.metaPages
-		pages -= n
+// shadowMetadata charges a plain filesystem's metadata write of pages.
+func (s *Store) shadowMetadata(pages int64) {
+	if s.wear != nil {
+		s.wear.ShadowMetadata(pages)
 	}
 }
 
@@ -274,51 +209,21 @@ func (s *Store) newVersionID() meta.VersionID {
 	return meta.VersionID(s.nextVersion.Add(1))
 }
 
-// Tx is a store transaction: metadata changes plus the device work that must
-// follow a successful commit (trims), in the right order.
-type Tx struct {
-	*meta.Tx
-	s        *Store
-	rollback []func() // undo in-memory reservations if the commit fails
+// txn is a store transaction: a metadata transaction with the store whose
+// in-memory state (pins, caches, backend reservations) follows it.
+type txn struct {
+	mtx *meta.Tx
+	s   *Store
 }
 
-// Update runs fn in one metadata transaction.
-func (s *Store) Update(fn func(tx *Tx) error) error {
-	var tx *Tx
-	err := s.db.Update(func(mtx *meta.Tx) error {
-		tx = &Tx{Tx: mtx, s: s}
-		return fn(tx)
-	})
-	if err != nil && tx != nil {
-		for _, undo := range tx.rollback {
-			undo()
-		}
-	}
-	return err
+// update runs fn in one metadata transaction.
+func (s *Store) update(fn func(tx *txn) error) error {
+	return s.db.Update(func(mtx *meta.Tx) error { return fn(&txn{mtx: mtx, s: s}) })
 }
 
-// View runs fn in a read-only metadata transaction.
-func (s *Store) View(fn func(tx *Tx) error) error {
-	return s.db.View(func(mtx *meta.Tx) error { return fn(&Tx{Tx: mtx, s: s}) })
-}
-
-// freeExtents returns device pages to the free list. The trim is queued
-// before the allocator's own commit hook, so pages are trimmed before any
-// other writer can be handed them.
-func (tx *Tx) freeExtents(exts []meta.Extent) error {
-	if len(exts) == 0 {
-		return nil
-	}
-	dev := tx.s.dev
-	cp := append([]meta.Extent(nil), exts...)
-	tx.OnCommit(func() {
-		for _, e := range cp {
-			if err := dev.Trim(e.Start, e.Len); err != nil {
-				logrus.WithError(err).Warnf("trim %d pages at %d", e.Len, e.Start)
-			}
-		}
-	})
-	return tx.s.alloc.Free(tx.Tx, exts)
+// view runs fn in a read-only metadata transaction.
+func (s *Store) view(fn func(tx *txn) error) error {
+	return s.db.View(func(mtx *meta.Tx) error { return fn(&txn{mtx: mtx, s: s}) })
 }
 
 // Age is the time since the store was created.

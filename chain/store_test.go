@@ -94,7 +94,7 @@ func TestSchemesAndDeletionOrders(t *testing.T) {
 					p.Scheme, p.SnapDis, p.MaxDepth = scheme, sd, 4
 					ds := openTestStore(t, "", p)
 					defer ds.Close()
-					total := ds.alloc.FreePages()
+					total := freeBlocks(ds.Store)
 					for i := range files {
 						writeFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), files[i], 65536)
 					}
@@ -115,11 +115,11 @@ func TestSchemesAndDeletionOrders(t *testing.T) {
 						}
 						mustCheck(t, ds.Store, false)
 					}
-					if got := ds.alloc.FreePages(); got != total {
+					if got := freeBlocks(ds.Store); got != total {
 						t.Fatalf("after deleting everything %d pages free, want %d", got, total)
 					}
-					if st := ds.Dev.Stats(); st.ValidPages > ds.metaPages {
-						t.Fatalf("device still holds %d valid pages outside metadata", st.ValidPages-ds.metaPages)
+					if st := ds.Dev.Stats(); st.ValidPages > ds.MetaPages {
+						t.Fatalf("device still holds %d valid pages outside metadata", st.ValidPages-ds.MetaPages)
 					}
 				})
 			}
@@ -461,4 +461,9 @@ func TestSyncDataLeavesStatistics(t *testing.T) {
 	if _, err := os.Stat(state); err != nil {
 		t.Fatalf("Sync did not save the FTL state: %v", err)
 	}
+}
+
+func freeBlocks(s *Store) int64 {
+	_, free := s.data.Space()
+	return free
 }

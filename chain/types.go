@@ -1,6 +1,9 @@
 package chain
 
-import "github.com/ckptfs/ckptfs/meta"
+import (
+	"github.com/ckptfs/ckptfs/chain/namespace"
+	"github.com/ckptfs/ckptfs/meta"
+)
 
 // The store's API speaks of inodes and versions; these are the metadata
 // records' own types, so that the filesystem adapter and the command need
@@ -22,4 +25,19 @@ var (
 	ErrNoSpace = meta.ErrNoSpace
 	// ErrLocked: another process holds the store open.
 	ErrLocked = meta.ErrLocked
+)
+
+// The namespace's request and answer types, as the store's API names them.
+type (
+	// NewNode describes a node to create.
+	NewNode = namespace.NewNode
+	// DirEntry is a directory entry with its inode.
+	DirEntry = namespace.DirEntry
+)
+
+// Rename flags (renameat2) and the longest name, from package namespace.
+const (
+	RenameNoReplace = namespace.RenameNoReplace
+	RenameExchange  = namespace.RenameExchange
+	MaxNameLen      = namespace.MaxNameLen
 )

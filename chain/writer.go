@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -140,7 +141,7 @@ func (w *Writer) Commit() error {
 			in.Abort()
 			return err
 		}
-		return w.commitPending(p, w.s.RewriteChange(p.Size()))
+		return w.commitPending(p, w.s.rewriteChange(p.Size()))
 	}
 	d := w.draft
 	defer d.release()
@@ -169,12 +170,12 @@ func (w *Writer) Commit() error {
 	return w.commitPending(p, d.shadowChange())
 }
 
-func (w *Writer) commitPending(p *Pending, change ShadowChange) error {
+func (w *Writer) commitPending(p *Pending, change wear.Change) error {
 	if p.Size() == 0 {
 		// An empty file has no version: it must not become its family's
 		// reference, and there is nothing to store.
 		w.s.Discard(p)
-		return w.s.Update(func(tx *Tx) error { return tx.commitEmpty(w.ino, change, w.mtime) })
+		return w.s.update(func(tx *txn) error { return tx.commitEmpty(w.ino, change, w.mtime) })
 	}
 	if err := w.s.Commit(w.ino, p, change, w.mtime); err != nil {
 		w.s.Discard(p)
@@ -198,8 +199,8 @@ func (w *Writer) Abort() {
 }
 
 // commitEmpty makes inode ino an empty file.
-func (tx *Tx) commitEmpty(ino meta.Ino, change ShadowChange, mtime int64) error {
-	n, err := tx.Inode(ino)
+func (tx *txn) commitEmpty(ino meta.Ino, change wear.Change, mtime int64) error {
+	n, err := tx.mtx.Inode(ino)
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ func (tx *Tx) commitEmpty(ino meta.Ino, change ShadowChange, mtime int64) error 
 		mtime = tx.s.now().UnixNano()
 	}
 	n.Version, n.Size, n.Mtime, n.Ctime = 0, 0, mtime, tx.s.now().UnixNano()
-	if err := tx.PutInode(n); err != nil {
+	if err := tx.mtx.PutInode(n); err != nil {
 		return err
 	}
 	if err := tx.releaseVersion(old, liveClaim); err != nil {

@@ -152,12 +152,17 @@ func (db *DB) Sync() error { return db.bolt.Sync() }
 // database (the allocator's free set) are queued with OnCommit and applied only
 // if the transaction commits.
 type Tx struct {
-	tx *bolt.Tx
-	db *DB
+	tx       *bolt.Tx
+	db       *DB
+	rollback []func()
 }
 
 // OnCommit runs fn after the transaction commits successfully.
 func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }
+
+// OnRollback runs fn if the transaction does not commit: it undoes an
+// in-memory reservation made for a change the database then did not keep.
+func (tx *Tx) OnRollback(fn func()) { tx.rollback = append(tx.rollback, fn) }
 
 // Writable reports whether the transaction may change the store.
 func (tx *Tx) Writable() bool { return tx.tx.Writable() }
@@ -170,7 +175,16 @@ func (db *DB) Update(fn func(*Tx) error) error {
 		return ErrSealed
 	}
 	before := db.pageAlloc()
-	err := db.bolt.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, db: db}) })
+	var tx *Tx
+	err := db.bolt.Update(func(btx *bolt.Tx) error {
+		tx = &Tx{tx: btx, db: db}
+		return fn(tx)
+	})
+	if err != nil && tx != nil {
+		for _, undo := range tx.rollback {
+			undo()
+		}
+	}
 	if err == nil && db.account != nil {
 		written := (db.pageAlloc()-before)/db.pageSize + 1 // + the meta page
 		db.account(written)

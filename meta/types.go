@@ -306,3 +306,35 @@ func (f *Family) unmarshal(b []byte) error {
 	f.Versions = r.uvarint()
 	return r.err
 }
+
+// AppendExtents appends exts to dst, merging with the last extent when
+// contiguous.
+func AppendExtents(dst, exts []Extent) []Extent {
+	for _, e := range exts {
+		if n := len(dst); n > 0 && dst[n-1].End() == e.Start {
+			dst[n-1].Len += e.Len
+			continue
+		}
+		dst = append(dst, e)
+	}
+	return dst
+}
+
+// SubExtents returns the extents holding units [first, first+count) of the
+// run of units that exts describe, in order.
+func SubExtents(exts []Extent, first, count int64) []Extent {
+	var out []Extent
+	end := first + count
+	var base int64
+	for _, e := range exts {
+		lo, hi := max(first, base), min(end, base+e.Len)
+		if lo < hi {
+			out = append(out, Extent{Start: e.Start + lo - base, Len: hi - lo})
+		}
+		base += e.Len
+		if base >= end {
+			break
+		}
+	}
+	return out
+}
