@@ -9,13 +9,13 @@ import (
 )
 
 // Size is the version's size in bytes.
-func (p *Pending) Size() int64 { return p.v.Size }
+func (p *pendingVersion) Size() int64 { return p.v.Size }
 
-// Commit makes p the content of inode ino in one transaction: the version,
+// commit makes p the content of inode ino in one transaction: the version,
 // its segments and chunks, its pages, the family's chain, the old content's
 // release and the shadow's writes. If it fails, nothing changed and the
 // caller should Discard p.
-func (s *Store) Commit(ino meta.Ino, p *Pending, change wear.Change, mtime int64) error {
+func (s *Store) commit(ino meta.Ino, p *pendingVersion, change wear.Change, mtime int64) error {
 	err := s.update(func(tx *txn) error { return tx.commitVersion(ino, p, change, mtime) })
 	s.unregisterPending(p)
 	if p.pinned != 0 {
@@ -28,9 +28,9 @@ func (s *Store) Commit(ino meta.Ino, p *Pending, change wear.Change, mtime int64
 	return nil
 }
 
-// Discard gives back the pages of a pending version that will not be
+// discard gives back the pages of a pending version that will not be
 // committed.
-func (s *Store) Discard(p *Pending) {
+func (s *Store) discard(p *pendingVersion) {
 	s.unregisterPending(p)
 	s.refs.DropVersion(p.v.ID)
 	s.data.Release(p.v.Pack)
@@ -41,7 +41,7 @@ func (s *Store) Discard(p *Pending) {
 	}
 }
 
-func (tx *txn) commitVersion(ino meta.Ino, p *Pending, change wear.Change, mtime int64) error {
+func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change, mtime int64) error {
 	n, err := tx.mtx.Inode(ino)
 	if err != nil {
 		return err

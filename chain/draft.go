@@ -23,8 +23,8 @@ type draft struct {
 	s        *Store
 	ps       int64
 	base     *Reader
-	baseLive int64    // bytes of base still visible: a truncate below cuts it
-	temp     *Pending // base to discard after commit (an interrupted ingest)
+	baseLive int64           // bytes of base still visible: a truncate below cuts it
+	temp     *pendingVersion // base to discard after commit (an interrupted ingest)
 	size     int64
 
 	mem     map[int64][]byte     // dirty pages in memory
@@ -46,7 +46,7 @@ func (d *draft) loc(sp stagedPage) storage.Location {
 	return meta.SubExtents(d.batches[sp.batch], sp.page*d.ps/int64(d.s.blockSize), d.ps/int64(d.s.blockSize))
 }
 
-func newDraft(s *Store, base *Reader, temp *Pending) *draft {
+func newDraft(s *Store, base *Reader, temp *pendingVersion) *draft {
 	d := &draft{s: s, ps: s.filePageSize(), base: base, temp: temp,
 		mem: map[int64][]byte{}, staged: map[int64]stagedPage{}}
 	if base != nil {
@@ -232,7 +232,7 @@ func (d *draft) release() {
 	}
 	d.batches, d.staged, d.mem = nil, map[int64]stagedPage{}, map[int64][]byte{}
 	if d.temp != nil {
-		d.s.Discard(d.temp)
+		d.s.discard(d.temp)
 		d.temp = nil
 	}
 }

@@ -19,11 +19,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // memory per ingest is about maxInFlight × (chunk + reference + encoded).
 const maxInFlight = 8
 
-// Ingest turns a stream of sequential writes into a pending version: it
+// ingest turns a stream of sequential writes into a pending version: it
 // labels the bytes, cuts them into chunks, encodes each against the same
 // chunk of the reference version, and packs the results onto the device as
 // it goes. Nothing is visible until the version is committed.
-type Ingest struct {
+type ingest struct {
 	s        *Store
 	pol      policy.Policy
 	family   string
@@ -61,10 +61,10 @@ type pendingChunk struct {
 	chunk meta.Chunk
 }
 
-// NewIngest starts a new version for the file at filePath (relative to the
+// newIngest starts a new version for the file at filePath (relative to the
 // store's root; it names the family and hints the format).
-func (s *Store) NewIngest(filePath string) (*Ingest, error) {
-	in := &Ingest{s: s, pol: s.Policy(), family: policy.FamilyOf(filePath), id: s.newVersionID(),
+func (s *Store) newIngest(filePath string) (*ingest, error) {
+	in := &ingest{s: s, pol: s.Policy(), family: policy.FamilyOf(filePath), id: s.newVersionID(),
 		det: detect.New(path.Base(filePath)), cur: -1, pack: newPackWriter(s)}
 	// The reference is chosen and pinned with no Update running: an Update
 	// freeing it (the last name of its file going) either committed before,
@@ -101,10 +101,10 @@ func (s *Store) NewIngest(filePath string) (*Ingest, error) {
 }
 
 // Size is the number of bytes written so far.
-func (in *Ingest) Size() int64 { return in.size }
+func (in *ingest) Size() int64 { return in.size }
 
 // Write appends p to the version.
-func (in *Ingest) Write(p []byte) error {
+func (in *ingest) Write(p []byte) error {
 	if in.err != nil {
 		return in.err
 	}
@@ -129,14 +129,14 @@ func (in *Ingest) Write(p []byte) error {
 	return nil
 }
 
-func (in *Ingest) fail(err error) error {
+func (in *ingest) fail(err error) error {
 	if in.err == nil {
 		in.err = fmt.Errorf("ingest %s: %w", in.family, err)
 	}
 	return in.err
 }
 
-func (in *Ingest) startSegment(sp detect.Span) {
+func (in *ingest) startSegment(sp detect.Span) {
 	in.segments = append(in.segments, meta.Segment{Index: uint32(len(in.segments)),
 		Tensor: sp.Kind == detect.Tensor, Key: sp.Key, DType: uint8(sp.DType), Offset: sp.Offset})
 	in.cur = len(in.segments) - 1
@@ -147,12 +147,12 @@ func (in *Ingest) startSegment(sp detect.Span) {
 	in.chunkBuf = in.chunkBuf[:0]
 }
 
-func (in *Ingest) chunkBytes() int {
+func (in *ingest) chunkBytes() int {
 	seg := &in.segments[in.cur]
 	return in.s.layout.ChunkBytes(seg.Tensor, encode.DType(seg.DType))
 }
 
-func (in *Ingest) appendData(data []byte) error {
+func (in *ingest) appendData(data []byte) error {
 	seg := &in.segments[in.cur]
 	seg.Length += int64(len(data))
 	if seg.Tensor {
@@ -175,7 +175,7 @@ func (in *Ingest) appendData(data []byte) error {
 	return nil
 }
 
-func (in *Ingest) endSegment() error {
+func (in *ingest) endSegment() error {
 	if in.cur >= 0 && len(in.chunkBuf) > 0 {
 		return in.submitChunk()
 	}
@@ -184,7 +184,7 @@ func (in *Ingest) endSegment() error {
 
 // submitChunk hands the buffered chunk to the workers and packs finished
 // chunks, oldest first, once too many are in flight.
-func (in *Ingest) submitChunk() error {
+func (in *ingest) submitChunk() error {
 	seg := &in.segments[in.cur]
 	plain := in.chunkBuf
 	in.chunkBuf = nil
@@ -218,7 +218,7 @@ func (in *Ingest) submitChunk() error {
 }
 
 // collect packs the oldest submitted chunk once it is encoded.
-func (in *Ingest) collect() error {
+func (in *ingest) collect() error {
 	pc := in.queue[0]
 	in.queue = in.queue[1:]
 	<-pc.job.done
@@ -267,8 +267,8 @@ func rawCodecFor(c encode.Codec) encode.Codec {
 	}
 }
 
-// Pending is a finished ingest waiting for its commit.
-type Pending struct {
+// pendingVersion is a finished ingest waiting for its commit.
+type pendingVersion struct {
 	v        meta.Version
 	segments []meta.Segment
 	chunks   []meta.Chunk
@@ -277,7 +277,7 @@ type Pending struct {
 
 // Finish drains the workers and writes the pack's tail. The result is not
 // visible until Commit.
-func (in *Ingest) Finish() (*Pending, error) {
+func (in *ingest) Finish() (*pendingVersion, error) {
 	if in.err != nil {
 		return nil, in.err
 	}
@@ -294,7 +294,7 @@ func (in *Ingest) Finish() (*Pending, error) {
 		return nil, in.fail(err)
 	}
 	in.done = true
-	pv := &Pending{segments: in.segments, chunks: in.chunks}
+	pv := &pendingVersion{segments: in.segments, chunks: in.chunks}
 	if in.ref != nil {
 		pv.pinned = in.ref.ID
 		in.ref = nil // the pin now belongs to pv
@@ -311,7 +311,7 @@ func (in *Ingest) Finish() (*Pending, error) {
 }
 
 // Abort discards the ingest and gives back its pages.
-func (in *Ingest) Abort() {
+func (in *ingest) Abort() {
 	for len(in.queue) > 0 {
 		<-in.queue[0].job.done
 		bufpool.Put(in.queue[0].job.plain)
@@ -324,7 +324,7 @@ func (in *Ingest) Abort() {
 }
 
 // release drops the pin on the reference.
-func (in *Ingest) release() {
+func (in *ingest) release() {
 	if in.ref != nil {
 		in.s.unpin(in.ref.ID)
 		in.ref = nil

@@ -93,13 +93,13 @@ func (s *Store) chunkRecord(id meta.VersionID, off int64) (versionLayout, meta.C
 
 // registerPending makes a finished, uncommitted version readable (a writer
 // that reads back its own file before closing it).
-func (s *Store) registerPending(p *Pending) {
+func (s *Store) registerPending(p *pendingVersion) {
 	s.pendingMu.Lock()
 	s.pending[p.v.ID] = p
 	s.pendingMu.Unlock()
 }
 
-func (s *Store) unregisterPending(p *Pending) {
+func (s *Store) unregisterPending(p *pendingVersion) {
 	s.pendingMu.Lock()
 	delete(s.pending, p.v.ID)
 	s.pendingMu.Unlock()

@@ -68,7 +68,7 @@ type Store struct {
 	deferred map[meta.VersionID]bool // pinned versions whose release waits
 
 	pendingMu sync.RWMutex
-	pending   map[meta.VersionID]*Pending // finished, not committed, readable
+	pending   map[meta.VersionID]*pendingVersion // finished, not committed, readable
 }
 
 // NewStore assembles a store from an open metadata database, the backend
@@ -80,7 +80,7 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	}
 	s := &Store{db: db, data: data, wear: accounts, blockSize: data.BlockSize(), pol: opts.Policy,
 		workers: opts.Workers, now: opts.Now, pins: map[meta.VersionID]int{},
-		deferred: map[meta.VersionID]bool{}, pending: map[meta.VersionID]*Pending{}}
+		deferred: map[meta.VersionID]bool{}, pending: map[meta.VersionID]*pendingVersion{}}
 	if s.workers <= 0 {
 		s.workers = runtime.GOMAXPROCS(0)
 	}

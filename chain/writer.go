@@ -20,7 +20,7 @@ type Writer struct {
 	path string
 
 	mu     sync.Mutex
-	ingest *Ingest // streaming mode
+	ingest *ingest // streaming mode
 	draft  *draft  // fallback mode
 	mtime  int64
 }
@@ -31,7 +31,7 @@ type Writer struct {
 func (s *Store) NewWriter(ino meta.Ino, path string, truncate bool) (*Writer, error) {
 	w := &Writer{s: s, ino: ino, path: path}
 	if truncate {
-		in, err := s.NewIngest(path)
+		in, err := s.newIngest(path)
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +119,7 @@ func (w *Writer) toDraft() error {
 	w.s.registerPending(p)
 	base, err := w.s.OpenVersion(p.v.ID)
 	if err != nil {
-		w.s.Discard(p)
+		w.s.discard(p)
 		return err
 	}
 	w.draft = newDraft(w.s, base, p)
@@ -145,7 +145,7 @@ func (w *Writer) Commit() error {
 	}
 	d := w.draft
 	defer d.release()
-	in, err := w.s.NewIngest(w.path)
+	in, err := w.s.newIngest(w.path)
 	if err != nil {
 		return err
 	}
@@ -170,15 +170,15 @@ func (w *Writer) Commit() error {
 	return w.commitPending(p, d.shadowChange())
 }
 
-func (w *Writer) commitPending(p *Pending, change wear.Change) error {
+func (w *Writer) commitPending(p *pendingVersion, change wear.Change) error {
 	if p.Size() == 0 {
 		// An empty file has no version: it must not become its family's
 		// reference, and there is nothing to store.
-		w.s.Discard(p)
+		w.s.discard(p)
 		return w.s.update(func(tx *txn) error { return tx.commitEmpty(w.ino, change, w.mtime) })
 	}
-	if err := w.s.Commit(w.ino, p, change, w.mtime); err != nil {
-		w.s.Discard(p)
+	if err := w.s.commit(w.ino, p, change, w.mtime); err != nil {
+		w.s.discard(p)
 		return err
 	}
 	return nil
