@@ -202,7 +202,7 @@ func (in *ingest) submitChunk() error {
 			}
 		}
 	} else {
-		j.codec = rawCodecFor(in.pol.Codec)
+		j.codec = in.pol.RawCodec()
 		j.dtype = encode.Bytes
 	}
 	in.chunkOff += c.Length
@@ -251,20 +251,6 @@ func (in *ingest) collect() error {
 		bufpool.Put(pc.job.plain)
 	}
 	return nil
-}
-
-// rawCodecFor codes non-tensor bytes the way the tensor codec's method
-// would: the paper's "complete" stores everything, its gzip variants gzip
-// everything, its RLE variants compress floats only; planes uses zstd.
-func rawCodecFor(c encode.Codec) encode.Codec {
-	switch c {
-	case encode.Stored, encode.DynRLE, encode.RLE4:
-		return encode.Stored
-	case encode.Gzip, encode.RLE4Gzip:
-		return encode.Gzip
-	default:
-		return encode.Zstd
-	}
 }
 
 // pendingVersion is a finished ingest waiting for its commit.

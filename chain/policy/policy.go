@@ -113,3 +113,18 @@ func (l Layout) ChunkBytes(tensor bool, dt encode.DType) int {
 	}
 	return l.ChunkElems * dt.Width()
 }
+
+// RawCodec is the codec for non-tensor bytes, as the tensor codec's method
+// would code them: the paper's "complete" stores everything, its gzip
+// variants gzip everything, its RLE variants compress floats only; planes
+// uses zstd.
+func (p Policy) RawCodec() encode.Codec {
+	switch p.Codec {
+	case encode.Stored, encode.DynRLE, encode.RLE4:
+		return encode.Stored
+	case encode.Gzip, encode.RLE4Gzip:
+		return encode.Gzip
+	default:
+		return encode.Zstd
+	}
+}
