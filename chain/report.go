@@ -12,7 +12,7 @@ import (
 )
 
 // Report is what `ckptfs stats`, `replay` and .ckptfs/stats.json show. The
-// top-level keys are DESIGN.md's metric names.
+// top-level keys are the metric names of docs/ARCHITECTURE.md.
 type Report struct {
 	Store   string `json:"store,omitempty"` // the store directory, when known
 	Codec   string `json:"codec"`

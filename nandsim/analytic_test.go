@@ -52,6 +52,6 @@ func TestGreedyWAFBandAt15PercentOP(t *testing.T) {
 		t.Errorf("upper bound %v, want %v", hi, want)
 	}
 	if hi < 3.4 || hi > 3.6 {
-		t.Errorf("upper bound %v, DESIGN.md expects about 3.5", hi)
+		t.Errorf("upper bound %v, docs/NANDSIM.md expects about 3.5", hi)
 	}
 }

@@ -27,7 +27,7 @@ func TestSequentialOverwriteWAFIsOne(t *testing.T) {
 }
 
 // Uniform random single-page overwrites with no free-block reserve: greedy
-// lands in the analytical band of Section "How to test" in DESIGN.md.
+// lands in the analytical band (docs/NANDSIM.md, docs/ARCHITECTURE.md).
 func TestRandomGreedyWAFInAnalyticalBand(t *testing.T) {
 	for _, geo := range []struct{ channels, blocks int }{{1, 512}, {4, 256}} {
 		cfg := smallConfig(geo.channels, geo.blocks)
