@@ -13,7 +13,6 @@ type openFile struct {
 	handles int
 	writer  *chain.Writer
 	reader  *chain.Reader
-	version chain.VersionID // the version reader reads
 }
 
 // openTable holds the openFile of every inode with open handles, and the
