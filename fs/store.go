@@ -3,8 +3,11 @@ package fs
 import "github.com/ckptfs/ckptfs/chain"
 
 // Store is what the filesystem needs of a store: exactly the methods fs
-// calls, with *chain.Store's signatures, so that *chain.Store is one. The
-// writers and readers it hands out are chain's own types.
+// calls, with *chain.Store's signatures, so that *chain.Store is one
+// (store_test.go checks). The writers and readers it hands out are chain's
+// own types: *chain.Store's methods return those, and Go has no covariant
+// results, so fs-side interfaces for them would need an adapter wherever
+// New is called.
 type Store interface {
 	// Namespace.
 	Inode(ino chain.Ino) (*chain.Inode, error)
@@ -35,5 +38,3 @@ type Store interface {
 	Statfs() chain.FSStat
 	SyncData() error
 }
-
-var _ Store = (*chain.Store)(nil)
