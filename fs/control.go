@@ -37,7 +37,21 @@ var (
 	_ gofs.NodeLookuper  = (*controlDirNode)(nil)
 	_ gofs.NodeReaddirer = (*controlDirNode)(nil)
 	_ gofs.NodeGetattrer = (*controlDirNode)(nil)
+	_ gofs.NodeUnlinker  = (*controlDirNode)(nil)
+	_ gofs.NodeRmdirer   = (*controlDirNode)(nil)
 )
+
+// Unlink refuses: go-fuse answers success for a directory node without
+// Unlink (and drops the kernel's entry), so unlink of .ckptfs/stats.json
+// would seem to work.
+func (c *controlDirNode) Unlink(ctx context.Context, name string) syscall.Errno {
+	return syscall.EPERM
+}
+
+// Rmdir refuses, for the same reason as Unlink.
+func (c *controlDirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return syscall.EPERM
+}
 
 func (c *controlDirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFDIR | 0o555

@@ -1,8 +1,13 @@
-// Package fs adapts a chain.Store to the kernel through go-fuse: nodes and
-// file handles with POSIX semantics, and nothing about bytes. Files are split
-// by operation (node.go, node_dir_ops.go, node_open_create.go,
+// Package fs adapts a store to the kernel through go-fuse: nodes and file
+// handles with POSIX semantics, and nothing about bytes. It depends on the
+// Store interface it declares in store.go (the methods it calls, which
+// *chain.Store has), not on the concrete store nor on the metadata package;
+// package chain supplies only the types that cross the interface. Files are
+// split by operation (node.go, node_dir_ops.go, node_open_create.go,
 // node_xattr.go, file.go); per-inode state shared by open handles lives in
 // openfiles.go; the read-only control directory .ckptfs in control.go.
+// Its tests mount it in the test process over a throw-away store
+// (mount_test.go) and work through the mount.
 //
 // Visibility of uncommitted writes: while a file has writers, every reader
 // of it (through any handle) sees the bytes written so far, as on any

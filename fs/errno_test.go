@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/meta"
 )
 
 func TestToErrno(t *testing.T) {
@@ -18,7 +17,7 @@ func TestToErrno(t *testing.T) {
 		{nil, 0},
 		{fmt.Errorf("unlink x: %w", syscall.ENOENT), syscall.ENOENT},
 		{fmt.Errorf("rename: %w", syscall.ENOTEMPTY), syscall.ENOTEMPTY},
-		{fmt.Errorf("pack: %w", meta.ErrNoSpace), syscall.ENOSPC},
+		{fmt.Errorf("pack: %w", chain.ErrNoSpace), syscall.ENOSPC},
 		{fmt.Errorf("version 3 chunk at 0: %w", chain.ErrChecksum), syscall.EIO},
 		{errors.New("something unexpected"), syscall.EIO},
 	} {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/meta"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/sirupsen/logrus"
@@ -15,25 +14,25 @@ import (
 
 // FS is one mounted ckptfs: the store and the state of its open files.
 type FS struct {
-	store *chain.Store
+	store Store
 	open  *openTable
 	// Stats renders .ckptfs/stats.json; set by the mount command.
 	Stats func() ([]byte, error)
 }
 
 // New returns the filesystem for a store; Root is its root node.
-func New(store *chain.Store) *FS {
+func New(store Store) *FS {
 	return &FS{store: store, open: newOpenTable()}
 }
 
 // Root returns the root directory node to mount.
-func (f *FS) Root() gofs.InodeEmbedder { return &Node{fsys: f, ino: meta.RootIno} }
+func (f *FS) Root() gofs.InodeEmbedder { return &Node{fsys: f, ino: chain.RootIno} }
 
 // Node is a file, directory or symlink of the store.
 type Node struct {
 	gofs.Inode
 	fsys *FS
-	ino  meta.Ino
+	ino  chain.Ino
 }
 
 var (
@@ -53,7 +52,7 @@ func toErrno(err error) syscall.Errno {
 	switch {
 	case errors.As(err, &e):
 		return e
-	case errors.Is(err, meta.ErrNoSpace):
+	case errors.Is(err, chain.ErrNoSpace):
 		return syscall.ENOSPC
 	case errors.Is(err, chain.ErrChecksum):
 		logrus.WithError(err).Error("corrupt data")
@@ -71,7 +70,7 @@ func (n *Node) OnForget() {
 }
 
 // forget frees ino if it has no names left (an orphan); otherwise nothing.
-func (f *FS) forget(ino meta.Ino) {
+func (f *FS) forget(ino chain.Ino) {
 	if err := f.store.Forget(ino); err != nil {
 		toErrno(err)
 	}
@@ -80,7 +79,7 @@ func (f *FS) forget(ino meta.Ino) {
 // path is the node's path below the root, which names its family.
 func (n *Node) path() string { return n.Path(nil) }
 
-func (n *Node) child(ctx context.Context, in *meta.Inode, out *fuse.EntryOut) *gofs.Inode {
+func (n *Node) child(ctx context.Context, in *chain.Inode, out *fuse.EntryOut) *gofs.Inode {
 	n.fsys.fillAttr(in, &out.Attr)
 	n.fsys.open.remember(in.Ino)
 	node := &Node{fsys: n.fsys, ino: in.Ino}
@@ -89,7 +88,7 @@ func (n *Node) child(ctx context.Context, in *meta.Inode, out *fuse.EntryOut) *g
 
 // fillAttr converts an inode; an open writer's size wins over the
 // committed one.
-func (f *FS) fillAttr(in *meta.Inode, out *fuse.Attr) {
+func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
 	size := in.Size
 	if of := f.open.get(in.Ino); of != nil {
 		of.mu.Lock()
@@ -143,7 +142,7 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 		}
 	}
 	if hasMode || hasUid || hasGid || hasAtime || hasMtime {
-		_, err := n.fsys.store.SetAttr(n.ino, func(ino *meta.Inode) error {
+		_, err := n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
 			if hasMode {
 				ino.Mode = ino.Mode&syscall.S_IFMT | mode&^syscall.S_IFMT
 			}

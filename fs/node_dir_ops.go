@@ -5,7 +5,6 @@ import (
 	"syscall"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/meta"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -25,7 +24,7 @@ var (
 
 // Lookup finds a child; the root also has the hidden control directory.
 func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if n.ino == meta.RootIno && name == controlDir {
+	if n.ino == chain.RootIno && name == controlDir {
 		return n.controlNode(ctx, out), 0
 	}
 	in, err := n.fsys.store.Lookup(n.ino, name)
@@ -51,7 +50,7 @@ func (n *Node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 }
 
 func (n *Node) create(ctx context.Context, name string, nn chain.NewNode, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if n.ino == meta.RootIno && name == controlDir {
+	if n.ino == chain.RootIno && name == controlDir {
 		return nil, syscall.EEXIST
 	}
 	if caller, ok := fuse.FromContext(ctx); ok {
@@ -94,7 +93,7 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if !ok {
 		return nil, syscall.EXDEV
 	}
-	if n.ino == meta.RootIno && name == controlDir {
+	if n.ino == chain.RootIno && name == controlDir {
 		return nil, syscall.EEXIST
 	}
 	in, err := n.fsys.store.Link(t.ino, n.ino, name)
@@ -107,7 +106,7 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 
 // Unlink removes a name; an open file lives until its last handle closes.
 func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
-	if n.ino == meta.RootIno && name == controlDir {
+	if n.ino == chain.RootIno && name == controlDir {
 		return syscall.EPERM
 	}
 	return toErrno(n.fsys.store.Unlink(n.ino, name, n.fsys.open.inUse))
@@ -115,7 +114,7 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 // Rmdir removes an empty directory.
 func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	if n.ino == meta.RootIno && name == controlDir {
+	if n.ino == chain.RootIno && name == controlDir {
 		return syscall.EPERM
 	}
 	return toErrno(n.fsys.store.Rmdir(n.ino, name, n.fsys.open.inUse))
@@ -127,7 +126,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if !ok {
 		return syscall.EXDEV
 	}
-	if n.ino == meta.RootIno && name == controlDir || np.ino == meta.RootIno && newName == controlDir {
+	if n.ino == chain.RootIno && name == controlDir || np.ino == chain.RootIno && newName == controlDir {
 		return syscall.EPERM
 	}
 	if flags&^(chain.RenameNoReplace|chain.RenameExchange) != 0 {

@@ -4,7 +4,6 @@ import (
 	"sync"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/meta"
 )
 
 // openFile is the state one inode's open handles share: the uncommitted
@@ -14,7 +13,6 @@ type openFile struct {
 	handles int
 	writer  *chain.Writer
 	reader  *chain.Reader
-	version meta.VersionID // the version reader reads
 }
 
 // openTable holds the openFile of every inode with open handles, and the
@@ -23,16 +21,16 @@ type openFile struct {
 // or an fstat between the kernel's lookup and open would find it gone.
 type openTable struct {
 	mu    sync.Mutex
-	files map[meta.Ino]*openFile
-	known map[meta.Ino]bool
+	files map[chain.Ino]*openFile
+	known map[chain.Ino]bool
 }
 
 func newOpenTable() *openTable {
-	return &openTable{files: map[meta.Ino]*openFile{}, known: map[meta.Ino]bool{}}
+	return &openTable{files: map[chain.Ino]*openFile{}, known: map[chain.Ino]bool{}}
 }
 
 // remember notes that the kernel references ino.
-func (t *openTable) remember(ino meta.Ino) {
+func (t *openTable) remember(ino chain.Ino) {
 	t.mu.Lock()
 	t.known[ino] = true
 	t.mu.Unlock()
@@ -40,7 +38,7 @@ func (t *openTable) remember(ino meta.Ino) {
 
 // forget notes that the kernel dropped ino; it reports whether the inode is
 // now unused (no handles either).
-func (t *openTable) forget(ino meta.Ino) bool {
+func (t *openTable) forget(ino chain.Ino) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.known, ino)
@@ -48,14 +46,14 @@ func (t *openTable) forget(ino meta.Ino) bool {
 }
 
 // inUse reports whether ino is open or referenced by the kernel.
-func (t *openTable) inUse(ino meta.Ino) bool {
+func (t *openTable) inUse(ino chain.Ino) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.files[ino] != nil || t.known[ino]
 }
 
 // acquire returns the inode's shared state, counting one more handle.
-func (t *openTable) acquire(ino meta.Ino) *openFile {
+func (t *openTable) acquire(ino chain.Ino) *openFile {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	of := t.files[ino]
@@ -72,7 +70,7 @@ func (t *openTable) acquire(ino meta.Ino) *openFile {
 // finds either the uncommitted writer or the committed content, never a gap.
 // It reports whether the inode is now unused (no handles, not referenced by
 // the kernel).
-func (t *openTable) release(ino meta.Ino, commit func(*openFile)) bool {
+func (t *openTable) release(ino chain.Ino, commit func(*openFile)) bool {
 	t.mu.Lock()
 	of := t.files[ino]
 	if of == nil {
@@ -98,7 +96,7 @@ func (t *openTable) release(ino meta.Ino, commit func(*openFile)) bool {
 }
 
 // get returns the inode's shared state, or nil if it has no open handles.
-func (t *openTable) get(ino meta.Ino) *openFile {
+func (t *openTable) get(ino chain.Ino) *openFile {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.files[ino]

@@ -1,0 +1,164 @@
+package fs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/nandsim"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// smallDevice is a 64 MiB simulated SSD, as chain's tests use: room for
+// the tests' files, quick to open.
+func smallDevice() nandsim.Config {
+	c := nandsim.DefaultConfig()
+	c.Channels, c.BlocksPerChip = 4, 64
+	return c
+}
+
+// requireDeps fails the test if CKPTFS_REQUIRE_DEPS=1 (make test sets it),
+// and otherwise skips it, loudly, saying what is missing.
+func requireDeps(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv("CKPTFS_REQUIRE_DEPS") == "1" {
+		t.Fatalf("MISSING DEPENDENCY: %s is unavailable (%v), and CKPTFS_REQUIRE_DEPS=1", what, err)
+	}
+	msg := fmt.Sprintf("SKIPPED: %s is unavailable (%v); set CKPTFS_REQUIRE_DEPS=1 to fail instead", what, err)
+	fmt.Fprintln(os.Stderr, msg)
+	t.Skip(msg)
+}
+
+// needFuse skips (or fails, see requireDeps) where no FUSE mount can be
+// made: no /dev/fuse, or neither root nor fusermount3.
+func needFuse(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		requireDeps(t, "/dev/fuse", err)
+	}
+	f.Close()
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			requireDeps(t, "fusermount3 (mounts by non-root)", err)
+		}
+	}
+}
+
+// testMount is a store mounted in the test process.
+type testMount struct {
+	t        testing.TB
+	dir      string // the mount point
+	storeDir string
+	memory   bool // device content in memory (else device.img in storeDir)
+	ds       *chain.DirStore
+	fsys     *FS
+	server   *fuse.Server
+}
+
+// newTestMount mounts a fresh throw-away store (device in memory); it is
+// unmounted, checked and closed when the test ends.
+func newTestMount(t testing.TB) *testMount {
+	t.Helper()
+	return mountStore(t, filepath.Join(t.TempDir(), "store"), true)
+}
+
+// mountStore opens (or creates) the store in storeDir and mounts it on a
+// fresh directory, with the mount options of the ckptfs command (Mount).
+func mountStore(t testing.TB, storeDir string, memory bool) *testMount {
+	t.Helper()
+	needFuse(t)
+	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), storeDir: storeDir, memory: memory}
+	if err := os.Mkdir(m.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := chain.OpenDir(storeDir, chain.DirOptions{
+		Options:      chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
+		Device:       smallDevice(),
+		NoSync:       true,
+		MemoryDevice: memory,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = ds
+	m.fsys = New(ds.Store)
+	m.fsys.Stats = func() ([]byte, error) {
+		rep, err := ds.Report(chain.ReportOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(rep)
+	}
+	m.server, err = Mount(m.dir, m.fsys, MountOptions{})
+	if err != nil {
+		ds.Close()
+		m.ds = nil
+		requireDeps(t, "a FUSE mount", err)
+	}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// path names a file below the mount point.
+func (m *testMount) path(name ...string) string {
+	return filepath.Join(append([]string{m.dir}, name...)...)
+}
+
+// stop unmounts, checks the store (fsck, deep) and closes it; it does
+// nothing the second time.
+func (m *testMount) stop() {
+	m.t.Helper()
+	if m.server != nil {
+		var err error
+		for i := 0; i < 3; i++ { // Unmount itself retries for 0.3 s
+			if err = m.server.Unmount(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			m.t.Errorf("unmount %s (a file left open?): %v; detaching it", m.dir, err)
+			_ = unix.Unmount(m.dir, unix.MNT_DETACH)
+			return // the store may still be in use: leave it open
+		}
+		m.server.Wait()
+		m.server = nil
+	}
+	if m.ds == nil {
+		return
+	}
+	rep, err := m.ds.Check(true)
+	if err != nil {
+		m.t.Errorf("fsck: %v", err)
+	} else {
+		for _, p := range rep.Problems {
+			m.t.Errorf("fsck: %v", p)
+		}
+	}
+	if err := m.ds.Close(); err != nil {
+		m.t.Errorf("close store: %v", err)
+	}
+	m.ds = nil
+}
+
+// remount stops the mount and mounts the same store directory again.
+func (m *testMount) remount() *testMount {
+	m.t.Helper()
+	m.stop()
+	return mountStore(m.t, m.storeDir, m.memory)
+}
+
+// wantErrno fails the test unless err wraps want.
+func wantErrno(t testing.TB, what string, err error, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: got error %v, want %v", what, err, want)
+	}
+}

@@ -1,0 +1,40 @@
+package fs
+
+import "github.com/ckptfs/ckptfs/chain"
+
+// Store is what the filesystem needs of a store: exactly the methods fs
+// calls, with *chain.Store's signatures, so that *chain.Store is one
+// (store_test.go checks). The writers and readers it hands out are chain's
+// own types: *chain.Store's methods return those, and Go has no covariant
+// results, so fs-side interfaces for them would need an adapter wherever
+// New is called.
+type Store interface {
+	// Namespace.
+	Inode(ino chain.Ino) (*chain.Inode, error)
+	Lookup(parent chain.Ino, name string) (*chain.Inode, error)
+	ReadDir(ino chain.Ino) ([]chain.DirEntry, error)
+	Create(parent chain.Ino, name string, nn chain.NewNode) (*chain.Inode, error)
+	CreateUnnamed(nn chain.NewNode) (*chain.Inode, error)
+	Link(ino, newParent chain.Ino, newName string) (*chain.Inode, error)
+	Unlink(parent chain.Ino, name string, isOpen func(chain.Ino) bool) error
+	Rmdir(parent chain.Ino, name string, isOpen func(chain.Ino) bool) error
+	Rename(oldParent chain.Ino, oldName string, newParent chain.Ino, newName string,
+		flags uint32, isOpen func(chain.Ino) bool) error
+	Forget(ino chain.Ino) error
+	SetAttr(ino chain.Ino, fn func(n *chain.Inode) error) (*chain.Inode, error)
+
+	// Extended attributes.
+	Xattr(ino chain.Ino, name string) ([]byte, bool)
+	ListXattr(ino chain.Ino) []string
+	SetXattr(ino chain.Ino, name string, value []byte) error
+	RemoveXattr(ino chain.Ino, name string) error
+
+	// Content.
+	NewWriter(ino chain.Ino, path string, truncate bool) (*chain.Writer, error)
+	OpenVersion(id chain.VersionID) (*chain.Reader, error)
+	Info(ino chain.Ino) (*chain.FileInfo, error)
+
+	// The whole store.
+	Statfs() chain.FSStat
+	SyncData() error
+}
