@@ -308,9 +308,8 @@ func TestUnlinkWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	// The writer starts while the file has its name. One started after the
-	// unlink gets an empty path, which names no family, and its commit
-	// fails with EIO (as for O_TMPFILE): a known bug, not tested here.
+	// The writer starts while the file has its name; TestUnnamedFiles
+	// starts one after the unlink.
 	if _, err := w.WriteAt([]byte("before"), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}

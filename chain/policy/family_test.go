@@ -10,7 +10,7 @@ func TestFamilyOf(t *testing.T) {
 		"snapshot_iter_2000.caffemodel":     "snapshot_iter_#.caffemodel",
 		"run3/epoch12-step400.ckpt":         "run#/epoch#-step#.ckpt",
 		"latest.pt":                         "latest.pt",
-		"":                                  "",
+		"":                                  UnnamedFamily,
 		"007":                               "#",
 	} {
 		if got := FamilyOf(in); got != want {
