@@ -2,9 +2,12 @@ package fs
 
 import (
 	"context"
+	"os"
 	"sort"
 	"syscall"
+	"time"
 
+	"github.com/ckptfs/ckptfs/chain"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -20,11 +23,30 @@ const (
 	controlStatsIno = 1<<63 - 1
 )
 
+// The control nodes belong to the user who mounted (the daemon's user):
+// the report names every file in the store, including files in
+// directories another user could not list, so with --allow-other only the
+// mount's owner (and root) may read it.
+const (
+	controlDirMode   = syscall.S_IFDIR | 0o555
+	controlStatsMode = syscall.S_IFREG | 0o400
+)
+
+// controlAttr fills the attributes every control node shares.
+func (f *FS) controlAttr(out *fuse.Attr, mode uint32, ino uint64) {
+	out.Mode, out.Ino = mode, ino
+	out.Owner = fuse.Owner{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	out.Nlink = 1
+	if mode&syscall.S_IFMT == syscall.S_IFDIR {
+		out.Nlink = 2
+	}
+	t := f.started
+	out.SetTimes(&t, &t, &t)
+}
+
 // controlNode returns the control directory's node.
 func (n *Node) controlNode(ctx context.Context, out *fuse.EntryOut) *gofs.Inode {
-	out.Attr.Mode = syscall.S_IFDIR | 0o555
-	out.Attr.Ino = controlDirIno
-	out.Attr.Nlink = 2
+	n.fsys.controlAttr(&out.Attr, controlDirMode, controlDirIno)
 	return n.NewInode(ctx, &controlDirNode{fsys: n.fsys}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: controlDirIno})
 }
 
@@ -54,8 +76,7 @@ func (c *controlDirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 func (c *controlDirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o555
-	out.Nlink = 2
+	c.fsys.controlAttr(&out.Attr, controlDirMode, controlDirIno)
 	return 0
 }
 
@@ -63,13 +84,17 @@ func (c *controlDirNode) Lookup(ctx context.Context, name string, out *fuse.Entr
 	if name != "stats.json" {
 		return nil, syscall.ENOENT
 	}
-	out.Attr.Mode = syscall.S_IFREG | 0o444
-	out.Attr.Ino = controlStatsIno
-	return c.NewInode(ctx, &statsNode{fsys: c.fsys}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: controlStatsIno}), 0
+	sn := &statsNode{fsys: c.fsys}
+	sn.attr(&out.Attr, nil)
+	return c.NewInode(ctx, sn, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: controlStatsIno}), 0
 }
 
 func (c *controlDirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	return gofs.NewListDirStream([]fuse.DirEntry{{Name: "stats.json", Mode: syscall.S_IFREG, Ino: controlStatsIno}}), 0
+	return gofs.NewListDirStream([]fuse.DirEntry{
+		{Name: ".", Mode: syscall.S_IFDIR, Ino: controlDirIno},
+		{Name: "..", Mode: syscall.S_IFDIR, Ino: uint64(chain.RootIno)},
+		{Name: "stats.json", Mode: syscall.S_IFREG, Ino: controlStatsIno},
+	}), 0
 }
 
 // statsNode is .ckptfs/stats.json: a report rendered when opened.
@@ -84,12 +109,25 @@ var (
 )
 
 func (s *statsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFREG | 0o444
-	out.Nlink = 1
-	if h, ok := fh.(*statsHandle); ok {
-		out.Size = uint64(len(h.data))
-	}
+	h, _ := fh.(*statsHandle)
+	s.attr(&out.Attr, h)
 	return 0
+}
+
+// attr gives the report's size (of the open handle's snapshot, else of a
+// fresh one), so that stat, ls and tar see what a read returns, and the
+// time it was rendered.
+func (s *statsNode) attr(out *fuse.Attr, h *statsHandle) {
+	s.fsys.controlAttr(out, controlStatsMode, controlStatsIno)
+	if h == nil && s.fsys.Stats != nil {
+		if data, err := s.fsys.Stats(); err == nil {
+			h = &statsHandle{data: data, at: time.Now()}
+		}
+	}
+	if h != nil {
+		out.Size = uint64(len(h.data))
+		out.SetTimes(&h.at, &h.at, &h.at)
+	}
 }
 
 func (s *statsNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -104,10 +142,13 @@ func (s *statsNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 		return nil, 0, toErrno(err)
 	}
 	// Each open is a fresh snapshot of unknown size: bypass the page cache.
-	return &statsHandle{data: data}, fuse.FOPEN_DIRECT_IO, 0
+	return &statsHandle{data: data, at: time.Now()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-type statsHandle struct{ data []byte }
+type statsHandle struct {
+	data []byte
+	at   time.Time
+}
 
 var _ gofs.FileReader = (*statsHandle)(nil)
 

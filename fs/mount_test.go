@@ -74,6 +74,27 @@ func newTestMount(t testing.TB) *testMount {
 // fresh directory, with the mount options of the ckptfs command (Mount).
 func mountStore(t testing.TB, storeDir string, memory bool) *testMount {
 	t.Helper()
+	return mountStoreOpts(t, storeDir, memory, MountOptions{})
+}
+
+// mountStoreWith mounts a fresh throw-away store; with allowOther other
+// users may enter it, and the directories above the mount point are opened
+// to them.
+func mountStoreWith(t testing.TB, allowOther bool) *testMount {
+	t.Helper()
+	m := mountStoreOpts(t, filepath.Join(t.TempDir(), "store"), true, MountOptions{AllowOther: allowOther})
+	if allowOther {
+		for d := filepath.Dir(m.dir); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return m
+}
+
+func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOptions) *testMount {
+	t.Helper()
 	needFuse(t)
 	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), storeDir: storeDir, memory: memory}
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
@@ -97,7 +118,7 @@ func mountStore(t testing.TB, storeDir string, memory bool) *testMount {
 		}
 		return json.Marshal(rep)
 	}
-	m.server, err = Mount(m.dir, m.fsys, MountOptions{})
+	m.server, err = Mount(m.dir, m.fsys, opts)
 	if err != nil {
 		ds.Close()
 		m.ds = nil

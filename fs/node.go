@@ -17,12 +17,13 @@ type FS struct {
 	store Store
 	open  *openTable
 	// Stats renders .ckptfs/stats.json; set by the mount command.
-	Stats func() ([]byte, error)
+	Stats   func() ([]byte, error)
+	started time.Time // the control directory's times
 }
 
 // New returns the filesystem for a store; Root is its root node.
 func New(store Store) *FS {
-	return &FS{store: store, open: newOpenTable()}
+	return &FS{store: store, open: newOpenTable(), started: time.Now()}
 }
 
 // Root returns the root directory node to mount.

@@ -73,7 +73,7 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if caller, ok := fuse.FromContext(ctx); ok {
 		nn.Uid, nn.Gid = caller.Uid, caller.Gid
 	}
-	in, err := n.fsys.store.CreateUnnamed(nn)
+	in, err := n.fsys.store.CreateUnnamed(n.ino, nn)
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}

@@ -21,6 +21,13 @@ var (
 	_ gofs.NodeListxattrer   = (*Node)(nil)
 )
 
+// aclPrefix names the POSIX ACL attributes. ckptfs does not implement ACLs:
+// storing them as plain attributes would let an ACL that denies a user go
+// unenforced, and tools that copy modes as ACLs (cp -a, cp -p) would leave
+// the mode bits wrong. EOPNOTSUPP, as from a filesystem mounted noacl,
+// makes those tools fall back to chmod.
+const aclPrefix = "system.posix_acl_"
+
 // infoXattrs computes the user.ckptfs.* attributes of a regular file.
 func (n *Node) infoXattrs() map[string]string {
 	info, err := n.fsys.store.Info(n.ino)
@@ -45,6 +52,9 @@ func (n *Node) infoXattrs() map[string]string {
 
 // Getxattr reads an attribute; ERANGE with the size if dest is too small.
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if strings.HasPrefix(attr, aclPrefix) {
+		return 0, syscall.EOPNOTSUPP
+	}
 	var v []byte
 	if strings.HasPrefix(attr, infoPrefix) {
 		s, ok := n.infoXattrs()[attr]
@@ -66,6 +76,9 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 
 // Setxattr stores an attribute; the computed ones are read-only.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if strings.HasPrefix(attr, aclPrefix) {
+		return syscall.EOPNOTSUPP
+	}
 	if strings.HasPrefix(attr, infoPrefix) {
 		return syscall.EPERM
 	}
@@ -87,6 +100,9 @@ const (
 
 // Removexattr deletes an attribute.
 func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if strings.HasPrefix(attr, aclPrefix) {
+		return syscall.EOPNOTSUPP
+	}
 	if strings.HasPrefix(attr, infoPrefix) {
 		return syscall.EPERM
 	}
@@ -97,6 +113,9 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	var buf []byte
 	for _, name := range n.fsys.store.ListXattr(n.ino) {
+		if strings.HasPrefix(name, aclPrefix) {
+			continue // stored by an earlier version, not in force
+		}
 		buf = append(append(buf, name...), 0)
 	}
 	for _, name := range sortedKeys(n.infoXattrs()) {

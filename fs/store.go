@@ -14,7 +14,7 @@ type Store interface {
 	Lookup(parent chain.Ino, name string) (*chain.Inode, error)
 	ReadDir(ino chain.Ino) ([]chain.DirEntry, error)
 	Create(parent chain.Ino, name string, nn chain.NewNode) (*chain.Inode, error)
-	CreateUnnamed(nn chain.NewNode) (*chain.Inode, error)
+	CreateUnnamed(parent chain.Ino, nn chain.NewNode) (*chain.Inode, error)
 	Link(ino, newParent chain.Ino, newName string) (*chain.Inode, error)
 	Unlink(parent chain.Ino, name string, isOpen func(chain.Ino) bool) error
 	Rmdir(parent chain.Ino, name string, isOpen func(chain.Ino) bool) error

@@ -95,8 +95,12 @@ func (ns *Namespace) Inode(ino meta.Ino) (*meta.Inode, error) {
 	return n, NotFound(fmt.Sprintf("inode %d", ino), err)
 }
 
-// Lookup finds name in directory parent.
+// Lookup finds name in directory parent. A name longer than any the
+// namespace accepts is ENAMETOOLONG, not ENOENT, as on any filesystem.
 func (ns *Namespace) Lookup(parent meta.Ino, name string) (*meta.Inode, error) {
+	if len(name) > MaxNameLen {
+		return nil, errno("lookup", syscall.ENAMETOOLONG)
+	}
 	var n *meta.Inode
 	err := ns.db.View(func(tx *meta.Tx) error {
 		ino, err := tx.Lookup(parent, name)
@@ -143,6 +147,19 @@ type NewNode struct {
 	Target   string // symlink target
 }
 
+// inherit applies what a directory passes on to a node made in it: in a
+// set-group-ID directory the node takes the directory's group, and a
+// subdirectory keeps the bit, so that a team's directory stays the team's.
+func (nn *NewNode) inherit(parent *meta.Inode) {
+	if parent.Mode&syscall.S_ISGID == 0 {
+		return
+	}
+	nn.Gid = parent.Gid
+	if nn.Mode&modeType == modeDir {
+		nn.Mode |= syscall.S_ISGID
+	}
+}
+
 // Create makes a new file, directory, symlink or special node.
 func (ns *Namespace) Create(parent meta.Ino, name string, nn NewNode) (*meta.Inode, error) {
 	if len(name) > MaxNameLen {
@@ -161,6 +178,7 @@ func (ns *Namespace) Create(parent meta.Ino, name string, nn NewNode) (*meta.Ino
 			return errno("create "+name, syscall.EEXIST)
 		}
 		now := ns.now().UnixNano()
+		nn.inherit(p)
 		n = &meta.Inode{Mode: nn.Mode, Uid: nn.Uid, Gid: nn.Gid, Rdev: nn.Rdev, Nlink: 1,
 			Atime: now, Mtime: now, Ctime: now, Target: nn.Target}
 		if nn.Mode&modeType == modeSymlink {
@@ -183,11 +201,19 @@ func (ns *Namespace) Create(parent meta.Ino, name string, nn NewNode) (*meta.Ino
 	return n, NotFound("create "+name, err)
 }
 
-// CreateUnnamed makes a regular file with no name (O_TMPFILE): an orphan
-// until Link gives it one, freed by Forget otherwise.
-func (ns *Namespace) CreateUnnamed(nn NewNode) (*meta.Inode, error) {
+// CreateUnnamed makes a regular file with no name (O_TMPFILE) in directory
+// parent: an orphan until Link gives it one, freed by Forget otherwise.
+func (ns *Namespace) CreateUnnamed(parent meta.Ino, nn NewNode) (*meta.Inode, error) {
 	var n *meta.Inode
 	err := ns.update(func(tx *txn) error {
+		p, err := tx.mtx.Inode(parent)
+		if err != nil {
+			return err
+		}
+		if !IsDir(p) {
+			return errno("create unnamed file", syscall.ENOTDIR)
+		}
+		nn.inherit(p)
 		now := ns.now().UnixNano()
 		n = &meta.Inode{Mode: nn.Mode, Uid: nn.Uid, Gid: nn.Gid, Atime: now, Mtime: now, Ctime: now}
 		if err := tx.mtx.NewInode(n); err != nil {
@@ -226,6 +252,9 @@ func (ns *Namespace) Link(ino, newParent meta.Ino, newName string) (*meta.Inode,
 			return err
 		}
 		ns.hooks.Changed()
+		if err := tx.touchDir(newParent); err != nil {
+			return err
+		}
 		return tx.mtx.Link(newParent, newName, ino)
 	})
 	return n, NotFound("link "+newName, err)

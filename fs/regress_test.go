@@ -1,0 +1,202 @@
+package fs
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Regression tests for findings of an adversarial pass over the mount;
+// each failed before its fix.
+
+// TestPosixACLsRefused: POSIX ACL attributes are refused with EOPNOTSUPP
+// (they were stored and not enforced), so cp -a and cp -p fall back to
+// chmod and keep the modes (they arrived as 700/600).
+func TestPosixACLsRefused(t *testing.T) {
+	m := newTestMount(t)
+	writePieces(t, m.path("f"), []byte("x"))
+	if err := os.Mkdir(m.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The xattr form of an ACL granting u::rw-,g::r--,o::r--.
+	acl := []byte{2, 0, 0, 0, 1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 4, 0, 0xff, 0xff, 0xff, 0xff}
+	for name, path := range map[string]string{"system.posix_acl_access": m.path("f"), "system.posix_acl_default": m.path("d")} {
+		err := unix.Setxattr(path, name, acl, 0)
+		wantErrno(t, "setxattr "+name, err, syscall.EOPNOTSUPP)
+		_, err = unix.Getxattr(path, name, make([]byte, 64))
+		wantErrno(t, "getxattr "+name, err, syscall.EOPNOTSUPP)
+	}
+	src := t.TempDir()
+	for name, mode := range map[string]os.FileMode{"a": 0o755, "b": 0o644, "c": 0o640, "d": 0o751} {
+		p := filepath.Join(src, name)
+		if err := os.WriteFile(p, []byte(name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, flag := range []string{"-a", "-p"} {
+		dst := m.path("copy" + flag)
+		if out, err := exec.Command("cp", "-r", flag, src, dst).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v\n%s", flag, err, out)
+		}
+		for name, want := range map[string]os.FileMode{"a": 0o755, "b": 0o644, "c": 0o640, "d": 0o751} {
+			fi, err := os.Stat(filepath.Join(dst, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != want {
+				t.Errorf("cp %s: %s has mode %o, want %o", flag, name, fi.Mode().Perm(), want)
+			}
+		}
+	}
+}
+
+// TestSetgidDirectory: in a set-group-ID directory a new file takes the
+// directory's group and a new subdirectory keeps the bit, as on any
+// POSIX filesystem (they took the creator's group, and the bit was lost).
+func TestSetgidDirectory(t *testing.T) {
+	m := newTestMount(t)
+	team := m.path("team")
+	if err := os.Mkdir(team, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	const gid = 4242
+	if err := os.Chown(team, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(team, 0o2770|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	writePieces(t, filepath.Join(team, "file"), []byte("x"))
+	if err := os.Mkdir(filepath.Join(team, "sub"), 0o770); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(team, unix.O_TMPFILE|unix.O_WRONLY, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmp unix.Stat_t
+	err = unix.Fstat(fd, &tmp)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmp.Gid != gid {
+		t.Errorf("O_TMPFILE file in a setgid directory has group %d, want %d", tmp.Gid, gid)
+	}
+	f, d := statT(t, filepath.Join(team, "file")), statT(t, filepath.Join(team, "sub"))
+	if f.Gid != gid {
+		t.Errorf("file in a setgid directory has group %d, want %d", f.Gid, gid)
+	}
+	if d.Gid != gid || d.Mode&syscall.S_ISGID == 0 {
+		t.Errorf("subdirectory of a setgid directory: group %d mode %o, want group %d and the setgid bit", d.Gid, d.Mode, gid)
+	}
+	plain := m.path("plain")
+	if err := os.Mkdir(plain, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(plain, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	writePieces(t, filepath.Join(plain, "file"), []byte("x"))
+	if g := statT(t, filepath.Join(plain, "file")).Gid; g == gid {
+		t.Errorf("a directory without the bit passed on its group %d", g)
+	}
+}
+
+// TestNameTooLongWithoutTheName: a name one byte over NAME_MAX that does
+// not exist is ENAMETOOLONG for every call that looks it up, not ENOENT.
+func TestNameTooLongWithoutTheName(t *testing.T) {
+	m := newTestMount(t)
+	writePieces(t, m.path("f"), []byte("x"))
+	long := m.path(strings.Repeat("n", 256))
+	for _, c := range []struct {
+		what string
+		err  error
+	}{
+		{"chmod", syscall.Chmod(long, 0o644)},
+		{"chown", syscall.Chown(long, 0, 0)},
+		{"lchown", syscall.Lchown(long, 0, 0)},
+		{"truncate", syscall.Truncate(long, 0)},
+		{"link to it", syscall.Link(m.path("f"), long)},
+		{"link from it", syscall.Link(long, m.path("g"))},
+		{"rename from it", syscall.Rename(long, m.path("g"))},
+		{"rmdir", syscall.Rmdir(long)},
+		{"unlink", syscall.Unlink(long)},
+		{"stat", func() error { _, err := os.Stat(long); return err }()},
+	} {
+		wantErrno(t, c.what, c.err, syscall.ENAMETOOLONG)
+	}
+}
+
+// TestLinkTouchesDirectory: link(2) updates the directory's ctime and
+// mtime, as creating any other entry does.
+func TestLinkTouchesDirectory(t *testing.T) {
+	m := newTestMount(t)
+	dir := m.path("d")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writePieces(t, m.path("f"), []byte("x"))
+	before := statT(t, dir)
+	time.Sleep(20 * time.Millisecond)
+	if err := os.Link(m.path("f"), filepath.Join(dir, "g")); err != nil {
+		t.Fatal(err)
+	}
+	after := statT(t, dir)
+	if after.Mtim == before.Mtim || after.Ctim == before.Ctim {
+		t.Errorf("link left the directory's mtime %v and ctime %v as they were", after.Mtim, after.Ctim)
+	}
+}
+
+// TestControlFileAttributes: .ckptfs/stats.json stats with the size a read
+// returns, one link and the time it was rendered (it showed size 0, nlink
+// 0, 1970, so tar archived it empty); its directory lists . and ..; it
+// belongs to the mount's owner with mode 0400, so that other users of an
+// --allow-other mount cannot read every file's path from it.
+func TestControlFileAttributes(t *testing.T) {
+	m := mountStoreWith(t, true)
+	writePieces(t, m.path("secret-name"), []byte("x"))
+	stats := m.path(controlDir, "stats.json")
+	st := statT(t, stats)
+	b, err := os.ReadFile(stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(b) {
+		t.Fatalf("stats.json is not JSON: %.200s", b)
+	}
+	if st.Size == 0 || st.Nlink != 1 || time.Since(time.Unix(st.Mtim.Unix())) > time.Hour {
+		t.Errorf("stats.json: size %d nlink %d mtime %v; want the report's size, 1 link, a recent time", st.Size, st.Nlink, time.Unix(st.Mtim.Unix()))
+	}
+	// Rendered twice, the report's size may differ by a few digits.
+	if d := st.Size - int64(len(b)); d < -64 || d > 64 {
+		t.Errorf("stats.json stats %d bytes, reads %d", st.Size, len(b))
+	}
+	if st.Mode&0o777 != 0o400 || st.Uid != uint32(os.Getuid()) {
+		t.Errorf("stats.json: mode %o uid %d, want 0400 owned by the mount's owner %d", st.Mode&0o777, st.Uid, os.Getuid())
+	}
+	if out, err := exec.Command("ls", "-a", m.path(controlDir)).Output(); err != nil || strings.Join(strings.Fields(string(out)), ",") != ".,..,stats.json" {
+		t.Errorf("ls -a %s: %q (%v), want ., .. and stats.json", controlDir, out, err)
+	}
+	cat := exec.Command("cat", stats)
+	cat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cat.CombinedOutput(); err == nil || strings.Contains(string(out), "secret-name") {
+		t.Errorf("another user read stats.json (err %v): %.200s", err, out)
+	}
+	// The same user can read the files it may: the mount lets others in.
+	other := exec.Command("ls", m.dir)
+	other.SysProcAttr = cat.SysProcAttr
+	if out, err := other.CombinedOutput(); err != nil || !strings.Contains(string(out), "secret-name") {
+		t.Errorf("another user could not list the mount (allow_other): %v %s", err, out)
+	}
+}
