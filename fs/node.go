@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 	"time"
 
@@ -19,11 +20,31 @@ type FS struct {
 	// Stats renders .ckptfs/stats.json; set by the mount command.
 	Stats   func() ([]byte, error)
 	started time.Time // the control directory's times
+
+	staleMu sync.Mutex
+	stale   map[chain.Ino]bool // a commit failed: cached pages may be wrong
+}
+
+// markStale notes that the kernel's cached pages of ino may hold bytes
+// that were never committed.
+func (f *FS) markStale(ino chain.Ino) {
+	f.staleMu.Lock()
+	f.stale[ino] = true
+	f.staleMu.Unlock()
+}
+
+// takeStale reports, once, whether ino's cached pages must be dropped.
+func (f *FS) takeStale(ino chain.Ino) bool {
+	f.staleMu.Lock()
+	defer f.staleMu.Unlock()
+	s := f.stale[ino]
+	delete(f.stale, ino)
+	return s
 }
 
 // New returns the filesystem for a store; Root is its root node.
 func New(store Store) *FS {
-	return &FS{store: store, open: newOpenTable(), started: time.Now()}
+	return &FS{store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{}}
 }
 
 // Root returns the root directory node to mount.

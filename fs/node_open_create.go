@@ -34,9 +34,10 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		}
 	}
 	var fuseFlags uint32
-	if !writable(flags) {
+	if !writable(flags) && !n.fsys.takeStale(n.ino) {
 		// Content only changes through this mount, so the kernel's cached
-		// pages stay valid across opens.
+		// pages stay valid across opens, unless a commit failed since:
+		// then they may hold the rejected bytes, and this open drops them.
 		fuseFlags = fuse.FOPEN_KEEP_CACHE
 	}
 	return h, fuseFlags, 0
@@ -107,7 +108,14 @@ func (n *Node) commit(of *openFile) syscall.Errno {
 	}
 	w := of.writer
 	of.writer, of.reader = nil, nil
-	return toErrno(w.Commit())
+	if err := w.Commit(); err != nil {
+		// The file keeps its previous content; the kernel's page cache may
+		// still hold the bytes just rejected.
+		n.fsys.markStale(n.ino)
+		go n.NotifyContent(0, 0) // not from inside this request: it may wait on it
+		return toErrno(err)
+	}
+	return 0
 }
 
 // release drops a handle. The inode's last handle commits what is left;

@@ -1,7 +1,10 @@
 package fs
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +201,49 @@ func TestControlFileAttributes(t *testing.T) {
 	other.SysProcAttr = cat.SysProcAttr
 	if out, err := other.CombinedOutput(); err != nil || !strings.Contains(string(out), "secret-name") {
 		t.Errorf("another user could not list the mount (allow_other): %v %s", err, out)
+	}
+}
+
+// TestFailedCommitKeepsOldContent: an in-place write whose commit fails
+// (a full device) reports ENOSPC at close and leaves the previous content,
+// and a later read-only open sees that content, not the rejected bytes
+// left in the kernel's page cache (it did, in some runs).
+func TestFailedCommitKeepsOldContent(t *testing.T) {
+	m := newTestMount(t)
+	old := randomBytes(21, 8<<20)
+	writePieces(t, m.path("a"), old)
+	// Fill the device: files of random bytes until one does not fit, then
+	// smaller ones.
+	for i, size := 0, 1<<20; size >= 4096; i++ {
+		err := os.WriteFile(m.path(fmt.Sprintf("filler-%d", i)), randomBytes(int64(100+i), size), 0o644)
+		if errors.Is(err, syscall.ENOSPC) {
+			size /= 4
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		w, err := os.OpenFile(m.path("a"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached := make([]byte, 1<<20)
+		if _, err := w.ReadAt(cached, 0); err != nil { // pages into the cache
+			w.Close()
+			t.Fatal(err)
+		}
+		if _, err := w.WriteAt(bytes.Repeat([]byte{'X'}, 64<<10), 4096); err != nil {
+			w.Close()
+			t.Fatal(err)
+		}
+		err = w.Close()
+		wantErrno(t, "close after an in-place write to a full device", err, syscall.ENOSPC)
+		got, err := os.ReadFile(m.path("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, old) {
+			t.Fatalf("round %d: after the failed commit a read-only open sees other bytes than the committed ones", round)
+		}
 	}
 }
