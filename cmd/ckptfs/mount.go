@@ -18,7 +18,6 @@ import (
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/fs"
-	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 )
@@ -230,7 +229,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) error 
 	ds, err := chain.OpenDir(f.store, chain.DirOptions{
 		Options: chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20},
 		Device:  dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
-	if errors.Is(err, meta.ErrLocked) {
+	if errors.Is(err, chain.ErrLocked) {
 		return report(fmt.Errorf("store %s is in use by another ckptfs daemon", f.store))
 	}
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/replay"
-	"github.com/ckptfs/ckptfs/meta"
 	"github.com/spf13/cobra"
 )
 
@@ -108,7 +107,7 @@ bytes written.`,
 // with and takes its report.
 func loadStoreReport(dir string) (*reportData, error) {
 	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
-	if errors.Is(err, meta.ErrLocked) {
+	if errors.Is(err, chain.ErrLocked) {
 		return nil, fmt.Errorf("%w: it is mounted; unmount it first", err)
 	}
 	if err != nil {

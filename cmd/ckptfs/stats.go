@@ -9,7 +9,6 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
-	"github.com/ckptfs/ckptfs/meta"
 	"github.com/spf13/cobra"
 )
 
@@ -44,7 +43,7 @@ daemon) or --store for an unmounted store.`,
 				}
 			case store != "":
 				ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
-				if errors.Is(err, meta.ErrLocked) {
+				if errors.Is(err, chain.ErrLocked) {
 					return fmt.Errorf("%w: it is mounted; run ckptfs stats MOUNTPOINT", err)
 				}
 				if err != nil {
@@ -67,7 +66,7 @@ daemon) or --store for an unmounted store.`,
 		},
 	}
 	cmd.Flags().StringVar(&store, "store", "", "read an unmounted store directory")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON with the DESIGN.md metric names as keys")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON with the metric names of docs/ARCHITECTURE.md as keys")
 	cmd.Flags().BoolVar(&files, "files", false, "also list every file")
 	return cmd
 }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
-	"github.com/ckptfs/ckptfs/encode"
-	"github.com/ckptfs/ckptfs/nandsim"
 	"github.com/spf13/pflag"
 )
 
@@ -31,7 +29,7 @@ func (p *policyFlags) register(fs *pflag.FlagSet) {
 func (p *policyFlags) policy() (policy.Policy, error) {
 	var pol policy.Policy
 	var err error
-	if pol.Codec, err = encode.ParseCodec(p.codec); err != nil {
+	if pol.Codec, err = policy.ParseCodec(p.codec); err != nil {
 		return pol, fmt.Errorf("--codec: %w", err)
 	}
 	if pol.Scheme, err = policy.ParseScheme(p.scheme); err != nil {
@@ -46,7 +44,7 @@ func (p *policyFlags) policy() (policy.Policy, error) {
 
 func codecNames() string {
 	var names []string
-	for _, c := range encode.Codecs() {
+	for _, c := range policy.Codecs() {
 		names = append(names, c.String())
 	}
 	return strings.Join(names, ", ")
@@ -54,7 +52,7 @@ func codecNames() string {
 
 // deviceForSize returns the paper's Table 4 device with as many blocks per
 // chip as make size bytes of physical flash (8 channels, 64-page blocks).
-func deviceForSize(size string) (nandsim.Config, error) {
+func deviceForSize(size string) (chain.DeviceConfig, error) {
 	cfg := chain.StoreDevice()
 	if size == "" {
 		return cfg, nil
