@@ -4,10 +4,16 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
 
 	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 )
+
+// MaxFileSize is the largest file the store keeps, as on ext4 with 4 KiB
+// blocks (16 TiB): past it writes and truncates fail with EFBIG at once
+// instead of committing petabytes of zeros.
+const MaxFileSize = 1 << 44
 
 // Writer holds the uncommitted content of one file, shared by all its open
 // handles. Sequential writes from the start (a new file, or O_TRUNC) stream
@@ -66,6 +72,9 @@ func (w *Writer) Size() int64 {
 
 // WriteAt writes p at off.
 func (w *Writer) WriteAt(p []byte, off int64, mtime int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > MaxFileSize {
+		return 0, fmt.Errorf("write of %d bytes at %d: %w", len(p), off, syscall.EFBIG)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mtime = mtime
@@ -93,6 +102,9 @@ func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
 
 // Truncate sets the size of the uncommitted content.
 func (w *Writer) Truncate(size int64, mtime int64) error {
+	if size < 0 || size > MaxFileSize {
+		return fmt.Errorf("truncate to %d: %w", size, syscall.EFBIG)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mtime = mtime

@@ -247,3 +247,28 @@ func TestFailedCommitKeepsOldContent(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeSizesRefused: a truncate or write past the largest file the store
+// keeps fails with EFBIG at once (pjdfstest's truncate/12.t and
+// ftruncate/12.t hung the daemon: the commit copied a petabyte of zeros).
+func TestHugeSizesRefused(t *testing.T) {
+	m := newTestMount(t)
+	writePieces(t, m.path("f"), []byte("x"))
+	start := time.Now()
+	wantErrno(t, "truncate to 999999999999999", syscall.Truncate(m.path("f"), 999999999999999), syscall.EFBIG)
+	f, err := os.OpenFile(m.path("f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wantErrno(t, "ftruncate past the limit", f.Truncate(1<<44+1), syscall.EFBIG)
+	_, err = f.WriteAt([]byte("y"), 1<<44)
+	wantErrno(t, "write past the limit", err, syscall.EFBIG)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("refusing huge sizes took %v", d)
+	}
+	wantContent(t, m.path("f"), []byte("x"))
+}
