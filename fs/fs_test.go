@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -517,7 +518,7 @@ func TestNameTooLong(t *testing.T) {
 // TestControlDir: .ckptfs exists at the root, is not listed, holds
 // stats.json (a JSON report), and refuses every change.
 func TestControlDir(t *testing.T) {
-	m := newTestMount(t)
+	m := mountStore(t, filepath.Join(t.TempDir(), "store"), true) // the report needs a store directory
 	writePieces(t, m.path("f"), []byte("something to report"))
 	ctl := m.path(controlDir)
 	fi, err := os.Stat(ctl)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storage/memstore"
+	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -58,16 +60,38 @@ type testMount struct {
 	dir      string // the mount point
 	storeDir string
 	memory   bool // device content in memory (else device.img in storeDir)
+	backend  bool // the in-memory storage backend, no simulated SSD
 	ds       *chain.DirStore
+	store    *chain.Store // ds.Store, or the store on the memory backend
+	closeDB  func() error
 	fsys     *FS
 	server   *fuse.Server
 }
 
-// newTestMount mounts a fresh throw-away store (device in memory); it is
-// unmounted, checked and closed when the test ends.
+// newTestMount mounts a fresh throw-away store on the in-memory storage
+// backend (no simulated SSD, no wear accounts: the filesystem needs neither);
+// it is unmounted, checked and closed when the test ends. Tests that need
+// the report (.ckptfs/stats.json) or a remount use mountStore.
 func newTestMount(t testing.TB) *testMount {
 	t.Helper()
-	return mountStore(t, filepath.Join(t.TempDir(), "store"), true)
+	needFuse(t)
+	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), backend: true}
+	if err := os.Mkdir(m.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := meta.Open(filepath.Join(t.TempDir(), chain.MetaFile), meta.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 48 MiB of 4 KiB blocks: room for the tests' files, small enough to fill.
+	store, err := chain.NewStore(db, memstore.New(4096, 12<<10), nil, chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20})
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	m.store, m.closeDB = store, func() error { store.Close(); return db.Close() }
+	m.serve(MountOptions{})
+	return m
 }
 
 // mountStore opens (or creates) the store in storeDir and mounts it on a
@@ -109,23 +133,33 @@ func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOption
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ds = ds
-	m.fsys = New(ds.Store)
-	m.fsys.Stats = func() ([]byte, error) {
-		rep, err := ds.Report(chain.ReportOptions{})
-		if err != nil {
-			return nil, err
+	m.ds, m.store, m.closeDB = ds, ds.Store, ds.Close
+	m.serve(opts)
+	return m
+}
+
+// serve mounts m.store on m.dir; the report is served when the store is a
+// store directory's.
+func (m *testMount) serve(opts MountOptions) {
+	m.t.Helper()
+	m.fsys = New(m.store)
+	if ds := m.ds; ds != nil {
+		m.fsys.Stats = func() ([]byte, error) {
+			rep, err := ds.Report(chain.ReportOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(rep)
 		}
-		return json.Marshal(rep)
 	}
+	var err error
 	m.server, err = Mount(m.dir, m.fsys, opts)
 	if err != nil {
-		ds.Close()
-		m.ds = nil
-		requireDeps(t, "a FUSE mount", err)
+		m.closeDB()
+		m.store = nil
+		requireDeps(m.t, "a FUSE mount", err)
 	}
-	t.Cleanup(m.stop)
-	return m
+	m.t.Cleanup(m.stop)
 }
 
 // path names a file below the mount point.
@@ -152,10 +186,10 @@ func (m *testMount) stop() {
 		m.server.Wait()
 		m.server = nil
 	}
-	if m.ds == nil {
+	if m.store == nil {
 		return
 	}
-	rep, err := m.ds.Check(true)
+	rep, err := m.store.Check(true)
 	if err != nil {
 		m.t.Errorf("fsck: %v", err)
 	} else {
@@ -163,10 +197,10 @@ func (m *testMount) stop() {
 			m.t.Errorf("fsck: %v", p)
 		}
 	}
-	if err := m.ds.Close(); err != nil {
+	if err := m.closeDB(); err != nil {
 		m.t.Errorf("close store: %v", err)
 	}
-	m.ds = nil
+	m.store, m.ds = nil, nil
 }
 
 // remount stops the mount and mounts the same store directory again.
