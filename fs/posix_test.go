@@ -7,18 +7,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
-// skippedPosix lists the posixtest cases that do not apply, with why; it
-// mirrors integration/posix_test.go.
-var skippedPosix = map[string]string{
-	// POSIX record locks belong to the process: two descriptors of one
-	// process never conflict, and the kernel's local lock handling (ckptfs
-	// does not take over locking) gives exactly that, across processes too.
-	// This case expects two descriptors of one process to conflict, which
-	// only open-file-description locks do; go-fuse's loopback passes it by
-	// forwarding to OFD locks of the backing file.
-	"FcntlFlockLocksFile": "expects OFD semantics from classic POSIX locks",
-}
-
 // TestPosix runs go-fuse's conformance suite, each case on a fresh mount of
 // a fresh store, in the mount's root; the store must pass a deep fsck
 // after each.
@@ -32,7 +20,7 @@ func TestPosix(t *testing.T) {
 	for _, name := range names {
 		fn := posixtest.All[name]
 		t.Run(name, func(t *testing.T) {
-			if why, ok := skippedPosix[name]; ok {
+			if why, ok := PosixExceptions[name]; ok {
 				t.Skip(why)
 			}
 			m := newTestMount(t)
