@@ -1,8 +1,9 @@
 package chain
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/ckptfs/ckptfs/chain/policy"
 
 	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
@@ -95,7 +96,11 @@ func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change
 			return err
 		}
 	}
-	for name, d := range map[string]int64{"versions_committed": 1, "logical_bytes": v.Size,
+	ingest := "streamed_versions"
+	if v.Fallback {
+		ingest = "fallback_versions"
+	}
+	for name, d := range map[string]int64{"versions_committed": 1, ingest: 1, "logical_bytes": v.Size,
 		"stored_bytes": v.PackBytes, "pack_bytes_written": v.PackBytes, "pack_pages_written": v.PackPages()} {
 		if err := tx.mtx.AddCounter(name, d); err != nil {
 			return err
@@ -104,14 +109,27 @@ func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change
 	return tx.shadowCommit(ino, change, v.Size)
 }
 
-// advanceFamily records v as the family's newest version.
+// advanceFamily records v as the family's newest version. A version coded
+// against another family's version (a layout match, a renamed file)
+// continues that family's series: its group's baseline and costs come along,
+// so that snap_dis and the auto policy count the chain it is really in.
 func (tx *txn) advanceFamily(v *meta.Version) error {
-	f, err := tx.mtx.Family(v.Family)
-	if errors.Is(err, meta.ErrNotFound) {
-		f, err = &meta.Family{Name: v.Family}, nil
-	}
+	f, err := familyOrEmpty(tx.mtx, v.Family)
 	if err != nil {
 		return err
+	}
+	if v.Ref != 0 {
+		ref, err := versionOrNil(tx.mtx, v.Ref)
+		if err != nil {
+			return err
+		}
+		if ref != nil && ref.Family != v.Family {
+			rf, err := familyOrEmpty(tx.mtx, ref.Family)
+			if err != nil {
+				return err
+			}
+			continueSeries(f, rf)
+		}
 	}
 	f.Last, f.LastSize, f.LastBytes = v.ID, v.Size, v.PackBytes
 	f.Versions++
@@ -123,4 +141,76 @@ func (tx *txn) advanceFamily(v *meta.Version) error {
 		f.DeltaBytes += v.PackBytes
 	}
 	return tx.mtx.PutFamily(f)
+}
+
+// continueSeries makes f continue from's series: the group's length and
+// costs (f keeps its name and its count of versions). The baseline's number
+// stays with its own family: a family only ever points at its own versions,
+// which freeVersion clears when they go.
+func continueSeries(f, from *meta.Family) {
+	f.Baseline, f.SinceBaseline = 0, from.SinceBaseline
+	f.BaselineSize, f.BaselineBytes, f.DeltaBytes = from.BaselineSize, from.BaselineBytes, from.DeltaBytes
+}
+
+// Adopt moves inode ino's committed content into the family of its new
+// name: the next save under that name is coded against it. Content without
+// tensors is left where it is (nothing is ever coded against raw bytes), so
+// renaming small files writes no metadata.
+func (s *Store) Adopt(ino meta.Ino, path string) error {
+	need := false
+	err := s.view(func(tx *txn) error {
+		n, err := tx.mtx.Inode(ino)
+		if err != nil || n.Version == 0 {
+			return err
+		}
+		v, err := versionOrNil(tx.mtx, n.Version)
+		need = err == nil && v != nil && v.TensorBytes > 0 && v.Path != path
+		return err
+	})
+	if err != nil || !need {
+		return err
+	}
+	return s.update(func(tx *txn) error {
+		n, err := tx.mtx.Inode(ino)
+		if err != nil || n.Version == 0 {
+			return err
+		}
+		v, err := versionOrNil(tx.mtx, n.Version)
+		if err != nil || v == nil {
+			return err
+		}
+		old, err := familyOrEmpty(tx.mtx, v.Family)
+		if err != nil {
+			return err
+		}
+		if old.Last == v.ID || old.Baseline == v.ID {
+			// The version leaves its family, which must not point at it.
+			moved := *old
+			if moved.Last == v.ID {
+				moved.Last = 0
+			}
+			if moved.Baseline == v.ID {
+				moved.Baseline = 0
+			}
+			if err := tx.mtx.PutFamily(&moved); err != nil {
+				return err
+			}
+		}
+		v.Path, v.Family = path, policy.FamilyOf(path)
+		if err := tx.mtx.PutVersion(v); err != nil {
+			return err
+		}
+		f, err := familyOrEmpty(tx.mtx, v.Family)
+		if err != nil || f.Last >= v.ID {
+			return err // the new name's series has a newer save already
+		}
+		continueSeries(f, old)
+		if v.Ref == 0 {
+			f.Baseline, f.SinceBaseline = v.ID, 0
+			f.BaselineSize, f.BaselineBytes, f.DeltaBytes = v.Size, v.PackBytes, 0
+		}
+		f.Last, f.LastSize, f.LastBytes = v.ID, v.Size, v.PackBytes
+		f.Versions++
+		return tx.mtx.PutFamily(f)
+	})
 }

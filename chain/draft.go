@@ -33,6 +33,7 @@ type draft struct {
 
 	truncated bool // for the shadow: cut below its committed size
 	truncMin  int64
+	rewritten int64 // for the shadow: bytes from 0 written before the draft began (a streamed prefix)
 }
 
 // stagedPage is page Page of staging batch Batch.
@@ -212,6 +213,13 @@ func (d *draft) shadowChange() wear.Change {
 	}
 	for idx := range d.staged {
 		idxs = append(idxs, idx)
+	}
+	for idx := int64(0); idx*d.ps < min(d.rewritten, d.size); idx++ {
+		if _, ok := d.mem[idx]; !ok {
+			if _, ok := d.staged[idx]; !ok {
+				idxs = append(idxs, idx)
+			}
+		}
 	}
 	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
 	c := wear.Change{Truncated: d.truncated, TruncSize: d.truncMin}

@@ -42,7 +42,7 @@ func writeFile(t testing.TB, s *Store, name string, data []byte, piece int) meta
 			t.Fatal(err)
 		}
 	}
-	w, err := s.NewWriter(n.Ino, name, true)
+	w, err := s.NewWriter(n.Ino, pathIs(name), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,3 +104,6 @@ func floatsNaNInf() []float32 {
 	return []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
 		float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, math.MaxFloat32}
 }
+
+// pathIs is a writer's path function for a file that keeps its name.
+func pathIs(p string) func() string { return func() string { return p } }

@@ -23,14 +23,26 @@ const maxInFlight = 8
 // labels the bytes, cuts them into chunks, encodes each against the same
 // chunk of the reference version, and packs the results onto the device as
 // it goes. Nothing is visible until the version is committed.
+//
+// The reference is chosen when the first tensor bytes arrive, not when the
+// file is opened: by then the detector knows the tensor layout the file
+// declares, and the file has the name it was renamed to (safetensors
+// renames its temporary file before it writes a byte). Raw bytes before
+// that need no reference.
 type ingest struct {
 	s        *Store
 	pol      policy.Policy
-	family   string
-	id       meta.VersionID
-	ref      *meta.Version
-	refDepth uint32
-	refSeg   map[string]meta.Segment // reference's tensor segments by key
+	target   refTarget
+	fallback bool // re-ingest of a draft, for reports
+
+	decided   bool
+	family    string // the family the reference was chosen for
+	refReason string
+	layout    detect.Layout
+	id        meta.VersionID
+	ref       *meta.Version
+	refDepth  uint32
+	refSeg    map[string]meta.Segment // reference's tensor segments by key
 
 	det   detect.Detector
 	spans []detect.Span
@@ -56,21 +68,44 @@ type ingest struct {
 	done        bool
 }
 
+// refTarget is what the reference rule knows of the file being written.
+type refTarget struct {
+	path func() string  // its path now ("" once it has no name)
+	prev meta.VersionID // the content it replaces when rewritten in place, else 0
+}
+
+func (t refTarget) pathNow() string {
+	if t.path == nil {
+		return ""
+	}
+	return t.path()
+}
+
 type pendingChunk struct {
 	job   *chunkJob
 	chunk meta.Chunk
 }
 
-// newIngest starts a new version for the file at filePath (relative to the
-// store's root; it names the family and hints the format).
-func (s *Store) newIngest(filePath string) (*ingest, error) {
-	in := &ingest{s: s, pol: s.Policy(), family: policy.FamilyOf(filePath), id: s.newVersionID(),
-		det: detect.New(path.Base(filePath)), cur: -1, pack: newPackWriter(s)}
+// newIngest starts a new version of the file target describes. Its first
+// name hints the format (Caffe files have no magic bytes).
+func (s *Store) newIngest(target refTarget) *ingest {
+	return &ingest{s: s, pol: s.Policy(), target: target, id: s.newVersionID(),
+		det: detect.New(path.Base(target.pathNow())), cur: -1, pack: newPackWriter(s)}
+}
+
+// decide chooses and pins the reference (see chooseReference).
+func (in *ingest) decide() error {
+	in.decided = true
+	p := in.target.pathNow()
+	in.family = policy.FamilyOf(p)
+	in.layout = in.det.Layout()
+	s := in.s
 	// The reference is chosen and pinned with no Update running: an Update
 	// freeing it (the last name of its file going) either committed before,
 	// and then it is not chosen, or sees the pin and defers the free.
 	err := s.db.ViewBetweenUpdates(func(mtx *meta.Tx) error {
-		ref, err := s.chooseReference(mtx, in.family)
+		ref, reason, err := s.chooseReference(mtx, refQuery{path: p, family: in.family,
+			layout: in.layout, prev: in.target.prev})
 		if err != nil || ref == nil {
 			return err
 		}
@@ -84,12 +119,12 @@ func (s *Store) newIngest(filePath string) (*ingest, error) {
 				in.refSeg[sg.Key] = sg
 			}
 		}
-		in.ref = ref
+		in.ref, in.refReason = ref, reason
 		s.pin(ref.ID)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ingest %s: choose reference: %w", filePath, err)
+		return fmt.Errorf("choose reference for %s: %w", p, err)
 	}
 	var refID meta.VersionID
 	if in.ref != nil {
@@ -97,7 +132,7 @@ func (s *Store) newIngest(filePath string) (*ingest, error) {
 		refID = in.ref.ID
 	}
 	s.refs.StartSave(in.family, refID)
-	return in, nil
+	return nil
 }
 
 // Size is the number of bytes written so far.
@@ -113,6 +148,11 @@ func (in *ingest) Write(p []byte) error {
 	}
 	in.crc = crc32.Update(in.crc, castagnoli, p)
 	in.spans = in.det.Label(in.spans[:0], p)
+	if !in.decided && hasTensor(in.spans) {
+		if err := in.decide(); err != nil {
+			return in.fail(err)
+		}
+	}
 	base := in.size
 	for _, sp := range in.spans {
 		if in.cur < 0 || sp.Region != in.region || sp.Label != in.label {
@@ -129,9 +169,18 @@ func (in *ingest) Write(p []byte) error {
 	return nil
 }
 
+func hasTensor(spans []detect.Span) bool {
+	for _, sp := range spans {
+		if sp.Kind == detect.Tensor {
+			return true
+		}
+	}
+	return false
+}
+
 func (in *ingest) fail(err error) error {
 	if in.err == nil {
-		in.err = fmt.Errorf("ingest %s: %w", in.family, err)
+		in.err = fmt.Errorf("ingest %s: %w", in.target.pathNow(), err)
 	}
 	return in.err
 }
@@ -281,17 +330,24 @@ func (in *ingest) Finish() (*pendingVersion, error) {
 	}
 	in.done = true
 	pv := &pendingVersion{segments: in.segments, chunks: in.chunks}
+	reason := in.refReason
 	if in.ref != nil {
 		pv.pinned = in.ref.ID
 		in.ref = nil // the pin now belongs to pv
 	}
-	pv.v = meta.Version{ID: in.id, Family: in.family, Size: in.size, Checksum: in.crc,
+	// The version belongs to the family of the name it has now: a file
+	// renamed while being written continues its new name's series.
+	p := in.target.pathNow()
+	layout := in.det.Layout()
+	pv.v = meta.Version{ID: in.id, Family: policy.FamilyOf(p), Path: p, Layout: layout.Sum,
+		LayoutTensors: uint32(layout.Tensors), Fallback: in.fallback, Size: in.size, Checksum: in.crc,
 		Pack: exts, PackBytes: packBytes, Codec: in.pol.Codec.String(), Format: in.det.Format(),
 		Created: in.s.now().UnixNano(), Segments: uint32(len(in.segments)), Chunks: uint32(len(in.chunks)),
 		DeltaChunks: in.deltas, UnchangedChunks: in.unchanged, TensorBytes: in.tensorBytes}
 	if pv.pinned != 0 && in.deltas > 0 {
 		pv.v.Ref = pv.pinned
 		pv.v.Depth = in.refDepth + 1
+		pv.v.RefReason = reason
 	}
 	return pv, nil
 }

@@ -19,7 +19,7 @@ func saveFile(s *Store, name string, data []byte) error {
 			return err
 		}
 	}
-	w, err := s.NewWriter(n.Ino, name, true)
+	w, err := s.NewWriter(n.Ino, pathIs(name), true)
 	if err != nil {
 		return err
 	}

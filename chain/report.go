@@ -25,7 +25,12 @@ type Report struct {
 	StoredBytes  int64 `json:"stored_bytes"`
 	LiveBytes    int64 `json:"live_bytes"` // logical size of the files there now
 	Files        int   `json:"file_count"`
-	Versions     int   `json:"versions_kept"` // live plus hidden bases
+	// StreamedFiles and FallbackFiles count the versions ever committed by
+	// how they were ingested: streamed as written, or through the fallback
+	// (staged, re-read and encoded at commit).
+	StreamedFiles int64 `json:"streamed_files"`
+	FallbackFiles int64 `json:"fallback_files"`
+	Versions      int   `json:"versions_kept"` // live plus hidden bases
 
 	// WrittenVolumeRatio: device host pages written ÷ shadow host pages
 	// written. EraseRatio: device erases ÷ shadow erases (null until the
@@ -79,6 +84,9 @@ type FileRow struct {
 	Codec       string `json:"codec"`
 	Format      string `json:"format"`
 	Family      string `json:"family"`
+	Ingest      string `json:"ingest"`     // "stream" or "fallback"
+	RefReason   string `json:"ref_reason"` // "same-file", "family", "layout"; "" for a baseline
+	RefPath     string `json:"ref_path"`   // the path the reference was saved under
 }
 
 // ReportOptions configure Report.
@@ -95,6 +103,9 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	families := map[string]*FamilyRow{}
 	err := ds.view(func(tx *txn) error {
 		r.LogicalBytes = int64(tx.mtx.Counter("logical_bytes"))
+		r.StreamedFiles = int64(tx.mtx.Counter("streamed_versions"))
+		r.FallbackFiles = int64(tx.mtx.Counter("fallback_versions"))
+		refPaths := map[meta.VersionID]string{}
 		paths, err := filePaths(tx)
 		if err != nil {
 			return err
@@ -108,6 +119,7 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 				f = &FamilyRow{Name: v.Family}
 				families[v.Family] = f
 			}
+			refPaths[v.ID] = v.Path
 			f.Kept++
 			f.LogicalBytes += v.Size
 			f.StoredBytes += v.PackBytes
@@ -115,12 +127,18 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 				r.Files++
 				r.LiveBytes += v.Size
 				r.FileRows = append(r.FileRows, FileRow{Path: paths[v.Ino], Size: v.Size, StoredBytes: v.PackBytes,
-					Version: uint64(v.ID), Reference: uint64(v.Ref), Depth: v.Depth, Codec: v.Codec, Format: v.Format, Family: v.Family})
+					Version: uint64(v.ID), Reference: uint64(v.Ref), Depth: v.Depth, Codec: v.Codec, Format: v.Format, Family: v.Family,
+					Ingest: IngestMode(v), RefReason: v.RefReason})
 			}
 			return nil
 		})
 		if err != nil {
 			return err
+		}
+		for i := range r.FileRows {
+			if ref := meta.VersionID(r.FileRows[i].Reference); ref != 0 {
+				r.FileRows[i].RefPath = refPaths[ref]
+			}
 		}
 		return tx.mtx.ForEachFamily(func(f *meta.Family) error {
 			if row := families[f.Name]; row != nil {

@@ -15,6 +15,18 @@ type FileInfo struct {
 	Family      string
 	Format      string
 	Pack        []meta.Extent // backend blocks holding the encoded chunks
+	Ingest      string        // "stream" or "fallback" (IngestMode)
+	RefReason   string        // why Reference was chosen (meta.RefSameFile, ...); "" for a baseline
+	RefPath     string        // the path Reference was saved under
+}
+
+// IngestMode names how a version was ingested: streamed as it was
+// written, or through the fallback (a draft staged and re-read at commit).
+func IngestMode(v *meta.Version) string {
+	if v.Fallback {
+		return "fallback"
+	}
+	return "stream"
 }
 
 // Info describes inode ino's committed content; nil for an empty file or a
@@ -31,7 +43,10 @@ func (s *Store) Info(ino meta.Ino) (*FileInfo, error) {
 			return err
 		}
 		info = &FileInfo{Version: v.ID, Reference: v.Ref, Depth: v.Depth, StoredBytes: v.PackBytes,
-			Codec: v.Codec, Family: v.Family, Format: v.Format, Pack: v.Pack}
+			Codec: v.Codec, Family: v.Family, Format: v.Format, Pack: v.Pack, Ingest: IngestMode(v), RefReason: v.RefReason}
+		if ref, err := versionOrNil(tx, v.Ref); err == nil && ref != nil {
+			info.RefPath = ref.Path
+		}
 		return nil
 	})
 	return info, namespace.NotFound("info", err)

@@ -225,7 +225,7 @@ func TestWriterModel(t *testing.T) {
 	}
 	for step := 0; step < steps; step++ {
 		if w == nil {
-			if w, err = ds.NewWriter(n.Ino, "f.bin", rng.Intn(5) == 0); err != nil {
+			if w, err = ds.NewWriter(n.Ino, pathIs("f.bin"), rng.Intn(5) == 0); err != nil {
 				t.Fatal(err)
 			}
 			if w.Size() == 0 {
@@ -381,7 +381,7 @@ func TestOutOfSpaceThenRecover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, _ := ds.NewWriter(n.Ino, name, true)
+		w, _ := ds.NewWriter(n.Ino, pathIs(name), true)
 		for off := 0; off < 4<<20 && failed == nil; off += 1 << 20 {
 			_, failed = w.WriteAt(randomBytes(rng, 1<<20), int64(off), 1)
 		}

@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"syscall"
 
@@ -16,41 +17,58 @@ import (
 const MaxFileSize = 1 << 44
 
 // Writer holds the uncommitted content of one file, shared by all its open
-// handles. Sequential writes from the start (a new file, or O_TRUNC) stream
-// straight into an ingest; the first write elsewhere, a truncate, or a read
-// turns the writer into a draft (see draft), which is correct for any access
-// pattern and is re-ingested at commit.
+// handles. Writes stream straight into an ingest when they arrive in order
+// from the start (a new file, O_TRUNC), and also when they arrive somewhat
+// out of order or after a truncate that grew the file: the bytes past the
+// ingest's end wait in a bounded window (maxWindowBytes) until the bytes
+// before them arrive, and what was never written is zeros. That covers
+// safetensors' ftruncate-then-mmap saves, whose pages reach us as
+// writebacks in roughly ascending order. A write or a read below what was
+// already ingested, a truncate below it, or a window that overflows turns
+// the writer into a draft (see draft), which is correct for any access
+// pattern and is re-ingested at commit (the fallback).
 type Writer struct {
-	s    *Store
-	ino  meta.Ino
-	path string
+	s      *Store
+	ino    meta.Ino
+	target refTarget
 
-	mu     sync.Mutex
-	ingest *ingest // streaming mode
-	draft  *draft  // fallback mode
-	mtime  int64
+	mu          sync.Mutex
+	ingest      *ingest  // streaming mode
+	size        int64    // streaming: the file's size, >= ingest.Size()
+	window      []extent // streaming: bytes past the ingest's end, sorted, disjoint
+	windowBytes int64
+	draft       *draft // fallback mode
+	mtime       int64
 }
 
-// NewWriter starts changing file ino (at path, which names its family). With
+// extent is bytes of the window at file offset off.
+type extent struct {
+	off  int64
+	data []byte
+}
+
+func (e extent) end() int64 { return e.off + int64(len(e.data)) }
+
+// The window's bounds: bytes, and extents (so that inserting stays cheap).
+const (
+	maxWindowBytes   = 64 << 20
+	maxWindowExtents = 1024
+)
+
+// NewWriter starts changing file ino; path tells its name at any moment
+// (it names the family, and may change while the file is written). With
 // truncate the content starts empty; otherwise it starts as the committed
-// content of the file.
-func (s *Store) NewWriter(ino meta.Ino, path string, truncate bool) (*Writer, error) {
-	w := &Writer{s: s, ino: ino, path: path}
-	if truncate {
-		in, err := s.newIngest(path)
-		if err != nil {
-			return nil, err
-		}
-		w.ingest = in
-		return w, nil
-	}
+// content of the file. Either way, a file that had content is rewritten in
+// place, and its previous content is its reference of choice.
+func (s *Store) NewWriter(ino meta.Ino, path func() string, truncate bool) (*Writer, error) {
 	n, err := s.Inode(ino)
 	if err != nil {
 		return nil, err
 	}
-	if n.Size == 0 {
-		// Nothing to keep: writes from the start can stream.
-		return s.NewWriter(ino, path, true)
+	w := &Writer{s: s, ino: ino, target: refTarget{path: path, prev: n.Version}}
+	if truncate || n.Size == 0 {
+		w.ingest = s.newIngest(w.target)
+		return w, nil
 	}
 	base, err := s.OpenVersion(n.Version)
 	if err != nil {
@@ -65,9 +83,16 @@ func (w *Writer) Size() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ingest != nil {
-		return w.ingest.Size()
+		return w.size
 	}
 	return w.draft.size
+}
+
+// Streamed reports whether the content is still streaming (no fallback).
+func (w *Writer) Streamed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ingest != nil
 }
 
 // WriteAt writes p at off.
@@ -78,11 +103,25 @@ func (w *Writer) WriteAt(p []byte, off int64, mtime int64) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mtime = mtime
-	if w.ingest != nil && off == w.ingest.Size() {
-		if err := w.ingest.Write(p); err != nil {
-			return 0, err
+	if w.ingest != nil {
+		front, end := w.ingest.Size(), off+int64(len(p))
+		switch {
+		case off == front:
+			w.cutWindow(off, end)
+			if err := w.ingest.Write(p); err != nil {
+				return 0, err
+			}
+			w.size = max(w.size, end)
+			if err := w.drain(); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		case off > front && w.windowBytes+int64(len(p)) <= maxWindowBytes && len(w.window) < maxWindowExtents:
+			w.cutWindow(off, end)
+			w.insertWindow(extent{off: off, data: append([]byte(nil), p...)})
+			w.size = max(w.size, end)
+			return len(p), nil
 		}
-		return len(p), nil
 	}
 	if err := w.toDraft(); err != nil {
 		return 0, err
@@ -90,10 +129,79 @@ func (w *Writer) WriteAt(p []byte, off int64, mtime int64) (int, error) {
 	return w.draft.WriteAt(p, off)
 }
 
-// ReadAt reads the uncommitted content.
+// cutWindow drops the window's bytes in [from, to): newer bytes replace them.
+func (w *Writer) cutWindow(from, to int64) {
+	if len(w.window) == 0 || to <= w.window[0].off || from >= w.window[len(w.window)-1].end() {
+		return
+	}
+	kept := w.window[:0:0]
+	for _, e := range w.window {
+		if e.end() <= from || e.off >= to {
+			kept = append(kept, e)
+			continue
+		}
+		w.windowBytes -= int64(len(e.data))
+		if e.off < from {
+			left := extent{off: e.off, data: e.data[:from-e.off]}
+			kept = append(kept, left)
+			w.windowBytes += int64(len(left.data))
+		}
+		if e.end() > to {
+			right := extent{off: to, data: e.data[to-e.off:]}
+			kept = append(kept, right)
+			w.windowBytes += int64(len(right.data))
+		}
+	}
+	w.window = kept
+}
+
+// insertWindow adds e, which overlaps nothing in the window.
+func (w *Writer) insertWindow(e extent) {
+	i := sort.Search(len(w.window), func(i int) bool { return w.window[i].off > e.off })
+	w.window = append(w.window, extent{})
+	copy(w.window[i+1:], w.window[i:])
+	w.window[i] = e
+	w.windowBytes += int64(len(e.data))
+}
+
+// drain ingests the window's bytes that now follow the ingest's end.
+func (w *Writer) drain() error {
+	for len(w.window) > 0 && w.window[0].off == w.ingest.Size() {
+		e := w.window[0]
+		w.window = w.window[1:]
+		w.windowBytes -= int64(len(e.data))
+		if err := w.ingest.Write(e.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadAt reads the uncommitted content. Bytes past the ingest's end are
+// served from the window (zeros where nothing was written), so a program
+// that maps a file it just sized and faults its pages in does not end
+// streaming; a read of bytes already ingested does.
 func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ingest != nil && off >= w.ingest.Size() {
+		if off >= w.size {
+			return 0, io.EOF
+		}
+		n := int(min(int64(len(p)), w.size-off))
+		clear(p[:n])
+		for _, e := range w.window {
+			if e.end() <= off || e.off >= off+int64(n) {
+				continue
+			}
+			from := max(e.off, off)
+			copy(p[from-off:n], e.data[from-e.off:])
+		}
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
 	if err := w.toDraft(); err != nil {
 		return 0, err
 	}
@@ -108,7 +216,11 @@ func (w *Writer) Truncate(size int64, mtime int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mtime = mtime
-	if w.ingest != nil && size == w.ingest.Size() {
+	if w.ingest != nil && size >= w.ingest.Size() {
+		// Growing, or cutting only what the window holds: the bytes
+		// past size are gone, and growing again shows zeros.
+		w.cutWindow(size, MaxFileSize+1)
+		w.size = size
 		return nil
 	}
 	if err := w.toDraft(); err != nil {
@@ -118,7 +230,7 @@ func (w *Writer) Truncate(size int64, mtime int64) error {
 }
 
 // toDraft ends streaming: what was ingested becomes a pending version that
-// is the draft's base.
+// is the draft's base, and the window's bytes are written over it.
 func (w *Writer) toDraft() error {
 	if w.draft != nil {
 		return nil
@@ -134,9 +246,23 @@ func (w *Writer) toDraft() error {
 		w.s.discard(p)
 		return err
 	}
-	w.draft = newDraft(w.s, base, p)
-	// The file was rewritten from empty: for the shadow, a truncate to 0.
-	w.draft.truncated, w.draft.truncMin = true, 0
+	d := newDraft(w.s, base, p)
+	// The file was rewritten from empty: for the shadow, a truncate to 0
+	// and every page written.
+	d.truncated, d.truncMin, d.rewritten = true, 0, p.Size()
+	window, size := w.window, w.size
+	w.window, w.windowBytes = nil, 0
+	w.draft = d
+	if size > d.size {
+		if err := d.Truncate(size); err != nil {
+			return err
+		}
+	}
+	for _, e := range window {
+		if _, err := d.WriteAt(e.data, e.off); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -148,7 +274,7 @@ func (w *Writer) Commit() error {
 	if w.ingest != nil {
 		in := w.ingest
 		w.ingest = nil
-		p, err := in.Finish()
+		p, err := w.finishStream(in)
 		if err != nil {
 			in.Abort()
 			return err
@@ -157,16 +283,14 @@ func (w *Writer) Commit() error {
 	}
 	d := w.draft
 	defer d.release()
-	in, err := w.s.newIngest(w.path)
-	if err != nil {
-		return err
-	}
+	in := w.s.newIngest(w.target)
+	in.fallback = true
 	buf := make([]byte, 1<<20)
 	for off := int64(0); off < d.size; {
 		n, err := d.ReadAt(buf[:min(int64(len(buf)), d.size-off)], off)
 		if err != nil && err != io.EOF {
 			in.Abort()
-			return fmt.Errorf("re-ingest %s at %d: %w", w.path, off, err)
+			return fmt.Errorf("re-ingest %s at %d: %w", w.target.pathNow(), off, err)
 		}
 		if err := in.Write(buf[:n]); err != nil {
 			in.Abort()
@@ -180,6 +304,36 @@ func (w *Writer) Commit() error {
 		return err
 	}
 	return w.commitPending(p, d.shadowChange())
+}
+
+// finishStream ingests the window and the zeros between and after its
+// extents (bytes a truncate declared and nothing wrote), then finishes.
+func (w *Writer) finishStream(in *ingest) (*pendingVersion, error) {
+	var zeros []byte
+	fill := func(to int64) error {
+		for in.Size() < to {
+			if zeros == nil {
+				zeros = make([]byte, 1<<20)
+			}
+			if err := in.Write(zeros[:min(int64(len(zeros)), to-in.Size())]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, e := range w.window {
+		if err := fill(e.off); err != nil {
+			return nil, err
+		}
+		if err := in.Write(e.data); err != nil {
+			return nil, err
+		}
+	}
+	w.window, w.windowBytes = nil, 0
+	if err := fill(w.size); err != nil {
+		return nil, err
+	}
+	return in.Finish()
 }
 
 func (w *Writer) commitPending(p *pendingVersion, change wear.Change) error {

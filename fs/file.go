@@ -107,7 +107,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Release runs when the last descriptor of the handle is gone.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	h.n.release(h.of)
+	h.n.release(h.of, writable(h.flags))
 	return 0
 }
 

@@ -191,7 +191,12 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 
 // truncate sets the file size: through the uncommitted writer if the file
 // has one (it commits with the writes), else as a change committed at once,
-// as truncate(2) is on any filesystem.
+// as truncate(2) is on any filesystem. A file open for writing starts its
+// writer here instead: a truncate is how the kernel delivers O_TRUNC, and
+// how safetensors sizes the file it is about to fill, and the writes that
+// follow belong to the same new content; committing an empty or zero-filled
+// version first would drop the file's previous content (the reference the
+// rewrite should be coded against) and store the zeros for nothing.
 func (n *Node) truncate(size, now int64) syscall.Errno {
 	if n.StableAttr().Mode != syscall.S_IFREG {
 		return syscall.EINVAL
@@ -199,12 +204,17 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 	if of := n.fsys.open.get(n.ino); of != nil {
 		of.mu.Lock()
 		defer of.mu.Unlock()
+		if of.writer == nil && n.fsys.open.writableOpen(n.ino) {
+			if _, errno := n.writer(of, size == 0); errno != 0 {
+				return errno
+			}
+		}
 		if of.writer != nil {
 			return toErrno(of.writer.Truncate(size, now))
 		}
 		of.reader = nil // the committed version is about to change
 	}
-	w, err := n.fsys.store.NewWriter(n.ino, n.path(), size == 0)
+	w, err := n.fsys.store.NewWriter(n.ino, n.path, size == 0)
 	if err != nil {
 		return toErrno(err)
 	}

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"github.com/sirupsen/logrus"
 	"syscall"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -132,5 +133,20 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if flags&^(chain.RenameNoReplace|chain.RenameExchange) != 0 {
 		return syscall.EINVAL
 	}
-	return toErrno(n.fsys.store.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.inUse))
+	src, lookupErr := n.fsys.store.Lookup(n.ino, name)
+	if err := n.fsys.store.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.inUse); err != nil {
+		return toErrno(err)
+	}
+	if lookupErr == nil && src.Mode&syscall.S_IFMT == syscall.S_IFREG && flags&chain.RenameExchange == 0 {
+		// The file's content continues its new name's series (a save
+		// written under a temporary name, then renamed).
+		newPath := newName
+		if p := np.path(); p != "" {
+			newPath = p + "/" + newName
+		}
+		if err := n.fsys.store.Adopt(src.Ino, newPath); err != nil {
+			logrus.WithError(err).Warnf("rename %s: series of %s not updated", name, newPath)
+		}
+	}
+	return 0
 }

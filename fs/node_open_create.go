@@ -24,12 +24,15 @@ func writable(flags uint32) bool {
 func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	of := n.fsys.open.acquire(n.ino)
 	h := &handle{n: n, of: of, flags: flags}
+	if writable(flags) {
+		n.fsys.open.addWritable(of)
+	}
 	if writable(flags) && flags&syscall.O_TRUNC != 0 {
 		of.mu.Lock()
 		errno := n.truncateOpen(of)
 		of.mu.Unlock()
 		if errno != 0 {
-			n.release(of)
+			n.release(of, true)
 			return nil, 0, errno
 		}
 	}
@@ -65,6 +68,9 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	cn := child.Operations().(*Node)
 	of := n.fsys.open.acquire(cn.ino)
+	if writable(flags) {
+		n.fsys.open.addWritable(of)
+	}
 	return child, &handle{n: cn, of: of, flags: flags}, 0, 0
 }
 
@@ -82,6 +88,9 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	n.fsys.open.remember(in.Ino)
 	child := n.NewInode(ctx, &Node{fsys: n.fsys, ino: in.Ino}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: uint64(in.Ino)})
 	of := n.fsys.open.acquire(in.Ino)
+	if writable(flags) {
+		n.fsys.open.addWritable(of)
+	}
 	return child, &handle{n: child.Operations().(*Node), of: of, flags: flags}, 0, 0
 }
 
@@ -91,7 +100,7 @@ func (n *Node) writer(of *openFile, truncate bool) (*chain.Writer, syscall.Errno
 	if of.writer != nil {
 		return of.writer, 0
 	}
-	w, err := n.fsys.store.NewWriter(n.ino, n.path(), truncate)
+	w, err := n.fsys.store.NewWriter(n.ino, n.path, truncate)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -120,8 +129,8 @@ func (n *Node) commit(of *openFile) syscall.Errno {
 
 // release drops a handle. The inode's last handle commits what is left;
 // an unlinked inode the kernel has also forgotten is freed.
-func (n *Node) release(of *openFile) {
-	if n.fsys.open.release(n.ino, func(of *openFile) { _ = n.commit(of) }) {
+func (n *Node) release(of *openFile, writable bool) {
+	if n.fsys.open.release(n.ino, writable, func(of *openFile) { _ = n.commit(of) }) {
 		n.fsys.forget(n.ino)
 	}
 }

@@ -47,6 +47,9 @@ func (n *Node) infoXattrs() map[string]string {
 		infoPrefix + "version":      strconv.FormatUint(uint64(info.Version), 10),
 		infoPrefix + "family":       info.Family,
 		infoPrefix + "format":       info.Format,
+		infoPrefix + "ingest":       info.Ingest,
+		infoPrefix + "ref_reason":   info.RefReason,
+		infoPrefix + "ref_path":     info.RefPath,
 	}
 }
 

@@ -9,10 +9,26 @@ import (
 // openFile is the state one inode's open handles share: the uncommitted
 // writer, and a reader of the committed version.
 type openFile struct {
-	mu      sync.Mutex
-	handles int
-	writer  *chain.Writer
-	reader  *chain.Reader
+	mu       sync.Mutex
+	handles  int
+	writable int // handles open for writing (under openTable.mu)
+	writer   *chain.Writer
+	reader   *chain.Reader
+}
+
+// addWritable counts a handle of of that may write.
+func (t *openTable) addWritable(of *openFile) {
+	t.mu.Lock()
+	of.writable++
+	t.mu.Unlock()
+}
+
+// writableOpen reports whether ino has a handle open for writing.
+func (t *openTable) writableOpen(ino chain.Ino) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	of := t.files[ino]
+	return of != nil && of.writable > 0
 }
 
 // openTable holds the openFile of every inode with open handles, and the
@@ -70,7 +86,7 @@ func (t *openTable) acquire(ino chain.Ino) *openFile {
 // finds either the uncommitted writer or the committed content, never a gap.
 // It reports whether the inode is now unused (no handles, not referenced by
 // the kernel).
-func (t *openTable) release(ino chain.Ino, commit func(*openFile)) bool {
+func (t *openTable) release(ino chain.Ino, writable bool, commit func(*openFile)) bool {
 	t.mu.Lock()
 	of := t.files[ino]
 	if of == nil {
@@ -78,6 +94,9 @@ func (t *openTable) release(ino chain.Ino, commit func(*openFile)) bool {
 		return !t.known[ino]
 	}
 	of.handles--
+	if writable {
+		of.writable--
+	}
 	last := of.handles == 0
 	t.mu.Unlock()
 	if !last {

@@ -30,7 +30,8 @@ type Store interface {
 	RemoveXattr(ino chain.Ino, name string) error
 
 	// Content.
-	NewWriter(ino chain.Ino, path string, truncate bool) (*chain.Writer, error)
+	NewWriter(ino chain.Ino, path func() string, truncate bool) (*chain.Writer, error)
+	Adopt(ino chain.Ino, path string) error
 	OpenVersion(id chain.VersionID) (*chain.Reader, error)
 	Info(ino chain.Ino) (*chain.FileInfo, error)
 

@@ -30,7 +30,8 @@ func TestRecordsRoundTrip(t *testing.T) {
 	}
 	v := &Version{ID: 3, Ino: 9, Family: "ckpt-#.pt", Ref: 2, Depth: 4, Size: 12345, Checksum: 0xdeadbeef,
 		Pack: []Extent{{10, 5}, {100, 1}}, PackBytes: 20000, Dependents: 2, Live: true, Codec: "planes",
-		Format: "torch-zip", Created: 42, Segments: 7, Chunks: 8, DeltaChunks: 5, UnchangedChunks: 1, TensorBytes: 999}
+		Format: "torch-zip", Created: 42, Segments: 7, Chunks: 8, DeltaChunks: 5, UnchangedChunks: 1, TensorBytes: 999,
+		Path: "run/ckpt-10.pt", Layout: 0xfeedface12345678, LayoutTensors: 12, Fallback: true, RefReason: RefLayout}
 	var vo Version
 	if err := vo.unmarshal(v.marshal()); err != nil || !reflect.DeepEqual(*v, vo) {
 		t.Fatalf("version round trip: %v\n%+v\n%+v", err, *v, vo)
@@ -49,6 +50,24 @@ func TestRecordsRoundTrip(t *testing.T) {
 	var fo Family
 	if err := fo.unmarshal(f.marshal()); err != nil || *f != fo {
 		t.Fatalf("family round trip: %v", err)
+	}
+}
+
+// TestVersionRecordV1 reads a version record of format 1 (before Path,
+// Layout, Fallback and RefReason): the fields it lacks read as empty.
+func TestVersionRecordV1(t *testing.T) {
+	v := &Version{ID: 3, Ino: 9, Family: "ckpt-#.pt", Ref: 2, Depth: 4, Size: 12345, Pack: []Extent{{10, 5}},
+		PackBytes: 20000, Live: true, Codec: "planes", Format: "torch-zip", TensorBytes: 999}
+	b := v.marshal()
+	// Version 2 appends five fields that take one byte each when empty.
+	v1 := append([]byte{1}, b[1:len(b)-5]...)
+	var out Version
+	if err := out.unmarshal(v1); err != nil || !reflect.DeepEqual(*v, out) {
+		t.Fatalf("v1 record: %v\n%+v\n%+v", err, *v, out)
+	}
+	bad := append([]byte{3}, b[1:]...)
+	if err := out.unmarshal(bad); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("record version 3: err = %v, want ErrCorruptRecord", err)
 	}
 }
 

@@ -1,5 +1,7 @@
 package meta
 
+import "fmt"
+
 // Ino numbers an inode. The root directory is RootIno; numbers are never reused.
 type Ino uint64
 
@@ -98,9 +100,26 @@ type Version struct {
 	DeltaChunks     uint32
 	UnchangedChunks uint32
 	TensorBytes     int64 // plain bytes labelled as tensors
+
+	// Record version 2: how the version was made, for reports and for
+	// choosing the next save's reference.
+	Path          string // the file's path when committed (or renamed since)
+	Layout        uint64 // fingerprint of the tensors the file declared (detect.Layout)
+	LayoutTensors uint32 // tensors declared; 0: the layout is unknown
+	Fallback      bool   // ingested from a draft (staged, re-read) rather than streamed
+	RefReason     string // why Ref was chosen: RefSameFile, RefFamily, RefLayout; "" for a baseline
 }
 
-const versionRecordVersion = 1
+// Reasons a version's reference was chosen.
+const (
+	RefSameFile = "same-file" // the file's own previous content (rewritten in place)
+	RefFamily   = "family"    // the last version of the path's family
+	RefLayout   = "layout"    // the last version with the same tensor layout nearby
+)
+
+// versionRecordVersion 2 appends Path, Layout, LayoutTensors, Fallback and
+// RefReason; version 1 records read with those empty.
+const versionRecordVersion = 2
 
 // PackPages is the number of device pages the version's pack occupies.
 func (v *Version) PackPages() int64 {
@@ -137,12 +156,20 @@ func (v *Version) marshal() []byte {
 	w.uvarint(uint64(v.DeltaChunks))
 	w.uvarint(uint64(v.UnchangedChunks))
 	w.varint(v.TensorBytes)
+	w.str(v.Path)
+	w.uvarint(v.Layout)
+	w.uvarint(uint64(v.LayoutTensors))
+	w.bool(v.Fallback)
+	w.str(v.RefReason)
 	return w.b
 }
 
 func (v *Version) unmarshal(b []byte) error {
 	r := recordReader{b: b}
-	r.expectVersion("version", versionRecordVersion)
+	rv := r.u8()
+	if r.err == nil && rv != 1 && rv != versionRecordVersion {
+		r.err = fmt.Errorf("%w: version record version %d, want 1 or %d", ErrCorruptRecord, rv, versionRecordVersion)
+	}
 	v.ID = VersionID(r.uvarint())
 	v.Ino = Ino(r.uvarint())
 	v.Family = r.str()
@@ -170,6 +197,13 @@ func (v *Version) unmarshal(b []byte) error {
 	v.DeltaChunks = uint32(r.uvarint())
 	v.UnchangedChunks = uint32(r.uvarint())
 	v.TensorBytes = r.varint()
+	if rv >= 2 {
+		v.Path = r.str()
+		v.Layout = r.uvarint()
+		v.LayoutTensors = uint32(r.uvarint())
+		v.Fallback = r.bool()
+		v.RefReason = r.str()
+	}
 	return r.err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // A version's record, segments and chunks share one bucket under keys that
@@ -193,6 +194,22 @@ func (tx *Tx) Family(name string) (*Family, error) {
 // PutFamily writes a family record.
 func (tx *Tx) PutFamily(f *Family) error {
 	return tx.tx.Bucket(bucketFamilies).Put([]byte(f.Name), f.marshal())
+}
+
+// ForEachFamilyPrefix calls fn for every family whose name starts with
+// prefix, in name order.
+func (tx *Tx) ForEachFamilyPrefix(prefix string, fn func(*Family) error) error {
+	c := tx.tx.Bucket(bucketFamilies).Cursor()
+	for k, b := c.Seek([]byte(prefix)); k != nil && strings.HasPrefix(string(k), prefix); k, b = c.Next() {
+		f := new(Family)
+		if err := f.unmarshal(b); err != nil {
+			return fmt.Errorf("family %q: %w", k, err)
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ForEachFamily calls fn for every family in name order.

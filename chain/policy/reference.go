@@ -26,6 +26,12 @@ func (p Policy) Candidate(f *meta.Family) meta.VersionID {
 //     baseline, i.e. delta coding stopped paying.
 func (p Policy) Accept(f *meta.Family, ref *meta.Version) bool {
 	if p.SnapDis != SnapDisAuto {
+		if p.Scheme == Progressive {
+			// The reference's depth counts the deltas since its baseline,
+			// whichever family it came from (a renamed file, a layout
+			// match); for a family's last version it equals SinceBaseline.
+			return int(ref.Depth)+1 < p.SnapDis
+		}
 		return int(f.SinceBaseline)+1 < p.SnapDis
 	}
 	if int(ref.Depth)+1 > p.MaxDepth {

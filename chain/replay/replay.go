@@ -190,7 +190,7 @@ func replayOne(ds *chain.DirStore, file, p string, progress func(int64)) (*Step,
 	}
 	devBefore, shBefore := ds.Dev.Stats().HostPagesWritten, ds.Shadow.Stats().HostPagesWritten
 	mark := ds.Dev.Mark()
-	w, err := ds.NewWriter(ino, p, true)
+	w, err := ds.NewWriter(ino, func() string { return p }, true)
 	if err != nil {
 		return nil, err
 	}

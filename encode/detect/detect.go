@@ -87,7 +87,20 @@ type Detector interface {
 	// while the first bytes are still being sniffed. A format that stopped
 	// matching and fell back gets "+generic" appended.
 	Format() string
+	// Layout is the tensor layout the stream declared so far (a header or a
+	// pickle that precedes the data). Once Label has returned a Tensor span,
+	// Layout covers everything the format declares up front.
+	Layout() Layout
 }
+
+// Layout is what a file declares of its tensors before their bytes.
+type Layout struct {
+	Sum     uint64 // fingerprint of (key, dtype, byte length) of each declared tensor, in declaration order
+	Tensors int    // tensors declared; 0: the format declared none (unknown layout)
+}
+
+// Known reports whether the file declared its tensors up front.
+func (l Layout) Known() bool { return l.Tensors > 0 }
 
 // New returns a detector for a file whose base name is name. The name is
 // only a hint: most formats are recognised by their magic bytes, but Caffe's

@@ -104,3 +104,6 @@ func (d *dispatcher) pick() machine {
 	}
 	return generic{}
 }
+
+// Layout is not tracked yet.
+func (d *dispatcher) Layout() Layout { return Layout{} }

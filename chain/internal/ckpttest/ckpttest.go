@@ -42,3 +42,35 @@ func TrainingSeries(seed int64, elems, n int) [][]float32 {
 	}
 	return out
 }
+
+// Tensor is a named float32 tensor of a Safetensors file.
+type Tensor struct {
+	Name string
+	Vals []float32
+}
+
+// SafetensorsFile is a safetensors file of float32 tensors, in the order
+// given, with the header padded to 8 bytes as the writers pad it.
+func SafetensorsFile(tensors []Tensor) []byte {
+	var hdr bytes.Buffer
+	hdr.WriteString("{")
+	var off int
+	for i, t := range tensors {
+		if i > 0 {
+			hdr.WriteString(",")
+		}
+		fmt.Fprintf(&hdr, "%q:{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}", t.Name, len(t.Vals), off, off+4*len(t.Vals))
+		off += 4 * len(t.Vals)
+	}
+	hdr.WriteString("}")
+	for hdr.Len()%8 != 0 {
+		hdr.WriteString(" ")
+	}
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, uint64(hdr.Len()))
+	b.Write(hdr.Bytes())
+	for _, t := range tensors {
+		binary.Write(&b, binary.LittleEndian, t.Vals)
+	}
+	return b.Bytes()
+}
