@@ -39,6 +39,7 @@ func printReport(out io.Writer, r *chain.Report, files bool) {
 	tw.Flush()
 	fmt.Fprintf(out, "\nlogical bytes %s (saved), stored bytes %s (kept), live files %d (%s), versions kept %d, useful storage %s pages\n",
 		thousands(r.LogicalBytes), thousands(r.StoredBytes), r.Files, thousands(r.LiveBytes), r.Versions, thousands(r.UsefulStoragePages))
+	fmt.Fprintf(out, "saves streamed %d, through the fallback (staged, encoded at close) %d\n", r.StreamedFiles, r.FallbackFiles)
 	if len(r.FamilyRows) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -52,12 +53,25 @@ func printReport(out io.Writer, r *chain.Report, files bool) {
 	if files && len(r.FileRows) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "FILE\tSIZE\tSTORED\tDEPTH\tCODEC\tFORMAT")
+		fmt.Fprintln(tw, "FILE\tSIZE\tSTORED\tDEPTH\tCODEC\tFORMAT\tINGEST\tREFERENCE (WHY)")
 		for _, f := range r.FileRows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", f.Path, thousands(f.Size), thousands(f.StoredBytes), f.Depth, f.Codec, f.Format)
+			ref := "-"
+			if f.Reference != 0 {
+				ref = fmt.Sprintf("%s (%s)", orUnknown(f.RefPath), f.RefReason)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", f.Path, thousands(f.Size), thousands(f.StoredBytes), f.Depth,
+				f.Codec, f.Format, f.Ingest, ref)
 		}
 		tw.Flush()
 	}
+}
+
+// orUnknown names a reference saved before versions kept their path.
+func orUnknown(p string) string {
+	if p == "" {
+		return "?"
+	}
+	return p
 }
 
 func ratioString(a, b int64) string {

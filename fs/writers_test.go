@@ -1,0 +1,144 @@
+package fs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Saves the way today's writers make them, through a mount: each must
+// stream (no fallback) and be coded against the previous save of the same
+// file (docs/REFERENCES.md).
+
+// safetensorsSeries is n saves of a small float32 model that drifts a
+// little between saves, as training does.
+func safetensorsSeries(n int) [][]byte {
+	rng := rand.New(rand.NewSource(4))
+	names := []string{"wte", "h.0.mlp", "h.1.mlp"}
+	const elems = 120_000
+	w := make([][]float32, len(names))
+	for i := range w {
+		w[i] = make([]float32, elems)
+		for j := range w[i] {
+			w[i][j] = float32(rng.NormFloat64() * 0.05)
+		}
+	}
+	var out [][]byte
+	for v := 0; v < n; v++ {
+		var hdr bytes.Buffer
+		hdr.WriteString("{")
+		for i, name := range names {
+			if i > 0 {
+				hdr.WriteString(",")
+			}
+			fmt.Fprintf(&hdr, "%q:{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}", name, elems, i*4*elems, (i+1)*4*elems)
+		}
+		hdr.WriteString("}")
+		for hdr.Len()%8 != 0 {
+			hdr.WriteString(" ")
+		}
+		var b bytes.Buffer
+		binary.Write(&b, binary.LittleEndian, uint64(hdr.Len()))
+		b.Write(hdr.Bytes())
+		for i := range w {
+			for _, x := range w[i] {
+				binary.Write(&b, binary.LittleEndian, math.Float32bits(x))
+			}
+			for j := range w[i] {
+				w[i][j] += float32(rng.NormFloat64() * 1e-4)
+			}
+		}
+		out = append(out, b.Bytes())
+	}
+	return out
+}
+
+func xattr(t *testing.T, name, attr string) string {
+	t.Helper()
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(name, "user.ckptfs."+attr, buf)
+	if err != nil {
+		t.Fatalf("getxattr %s %s: %v", name, attr, err)
+	}
+	return string(buf[:n])
+}
+
+// TestMmapSaveAfterRename saves as safetensors' save_file does: create a
+// temporary file, ftruncate it to its final size, rename it, then fill it
+// through a shared mapping (the bytes arrive as page writebacks).
+func TestMmapSaveAfterRename(t *testing.T) {
+	m := newTestMount(t)
+	for k, data := range safetensorsSeries(3) {
+		dir := m.path(fmt.Sprintf("checkpoint-%d", 10*(k+1)))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tmp, final := dir+"/.tmpXq"+fmt.Sprint(k), dir+"/model.safetensors"
+		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			t.Fatal(err)
+		}
+		mem, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(mem, data)
+		if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Munmap(mem); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wantContent(t, final, data)
+		if got := xattr(t, final, "ingest"); got != "stream" {
+			t.Errorf("save %d: ingest %q, want stream", k, got)
+		}
+		if k > 0 {
+			want := fmt.Sprintf("checkpoint-%d/model.safetensors", 10*k)
+			if got := xattr(t, final, "ref_path"); got != want {
+				t.Errorf("save %d: ref_path %q (%s), want %q", k, got, xattr(t, final, "ref_reason"), want)
+			}
+		}
+	}
+}
+
+// TestRewriteWithOTrunc saves to the same name each time, as
+// torch.save("last.pt") and Lightning's last.ckpt do: the kernel sends
+// O_TRUNC as a truncate to 0 of the open file, and each save must be coded
+// against the file's own previous content.
+func TestRewriteWithOTrunc(t *testing.T) {
+	m := newTestMount(t)
+	name := m.path("last.pt")
+	var prev string
+	for k, data := range safetensorsSeries(3) {
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		wantContent(t, name, data)
+		if got := xattr(t, name, "ingest"); got != "stream" {
+			t.Errorf("save %d: ingest %q, want stream", k, got)
+		}
+		if k > 0 {
+			if got, why := xattr(t, name, "reference"), xattr(t, name, "ref_reason"); got != prev || why != "same-file" {
+				t.Errorf("save %d: reference %s (%s), want %s (same-file)", k, got, why, prev)
+			}
+		}
+		prev = xattr(t, name, "version")
+	}
+}
