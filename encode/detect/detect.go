@@ -83,9 +83,10 @@ type Detector interface {
 	// so the caller never buffers for the detector.
 	Label(dst []Span, p []byte) []Span
 	// Format names what was detected so far: "torch-zip", "torch-legacy",
-	// "safetensors", "npy", "npz", "zip", "caffe", "generic", or "unknown"
+	// "safetensors", "npy", "npz", "zip", "dcp", "caffe", "generic", or "unknown"
 	// while the first bytes are still being sniffed. A format that stopped
-	// matching and fell back gets "+generic" appended.
+	// matching and fell back gets "+generic" appended. A file of several
+	// torch archives (torch.distributed.checkpoint's .distcp) is "dcp".
 	Format() string
 }
 
