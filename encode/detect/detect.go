@@ -88,6 +88,11 @@ type Detector interface {
 	// matching and fell back gets "+generic" appended. A file of several
 	// torch archives (torch.distributed.checkpoint's .distcp) is "dcp".
 	Format() string
+	// Layout is the tensor layout the stream declared so far (a header or a
+	// pickle that precedes the data). Once Label has returned a Tensor span,
+	// Layout covers everything the format declares up front. Of a file of
+	// several archives it describes the first archive's declaration only.
+	Layout() Layout
 }
 
 // New returns a detector for a file whose base name is name. The name is

@@ -28,6 +28,7 @@ type dispatcher struct {
 	m      machine
 	failed bool // m fell back to generic
 	fmt    string
+	lay    Layout         // what m declared before it fell back
 	force  func() machine // tests: the machine to use whatever the bytes say
 }
 
@@ -68,6 +69,7 @@ func (d *dispatcher) feed(p []byte) {
 		return
 	}
 	d.fmt = d.m.format() + "+generic"
+	d.lay = d.m.layout()
 	d.m, d.failed = generic{}, true
 	d.m.feed(&d.e, p[n:])
 }
@@ -80,6 +82,16 @@ func (d *dispatcher) Format() string {
 		return d.fmt
 	}
 	return d.m.format()
+}
+
+func (d *dispatcher) Layout() Layout {
+	switch {
+	case d.m == nil:
+		return Layout{}
+	case d.failed:
+		return d.lay
+	}
+	return d.m.layout()
 }
 
 // pick chooses the machine for a stream starting with d.sniff.

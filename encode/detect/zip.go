@@ -50,6 +50,7 @@ type zipMachine struct {
 	skip      int64
 	afterSkip zipState // where a tail record's variable part leads
 	seek      sigSeeker
+	lay       layoutSum // what the first archive declared
 }
 
 type zipState uint8
@@ -238,7 +239,11 @@ func (z *zipMachine) member(name string, stored bool) zipMember {
 			z.torchArch, z.lastTorch = z.torchArch+1, z.archive+1
 		}
 		z.pk = newPickleReader()
-		return &pickleMember{r: z.pk}
+		m := &pickleMember{r: z.pk}
+		if z.archive == 0 {
+			m.declare = z.declareStorages
+		}
+		return m
 	case z.pk != nil && strings.HasPrefix(rest, "data/") && stored:
 		info := z.pk.storages[rest[len("data/"):]]
 		var l int64 = -1
@@ -257,7 +262,11 @@ func (z *zipMachine) member(name string, stored bool) zipMember {
 	case strings.HasSuffix(name, ".npy"):
 		z.sawNpy = true
 		if stored {
-			return &npyMember{m: newNpyMachine(z.keyPrefix()+name, false)}
+			m := &npyMember{m: newNpyMachine(z.keyPrefix()+name, false)}
+			if z.archive == 0 {
+				m.lay = &z.lay
+			}
+			return m
 		}
 	}
 	return rawMember{}
@@ -340,10 +349,11 @@ func (rawMember) feed(e *emitter, p []byte) int { e.raw(int64(len(p))); return l
 func (rawMember) length() int64                 { return lenUnknown }
 
 // pickleMember is torch's data.pkl: raw bytes, read for storage information.
-// Its length is known at STOP.
+// Its length is known at STOP, when declare (if set) is told the storages.
 type pickleMember struct {
-	r *pickleReader
-	n int64
+	r       *pickleReader
+	n       int64
+	declare func(*pickleReader)
 }
 
 func (m *pickleMember) feed(e *emitter, p []byte) int {
@@ -351,6 +361,9 @@ func (m *pickleMember) feed(e *emitter, p []byte) int {
 	if !m.r.done && m.r.st != psDead {
 		k = m.r.feed(p)
 		m.n += int64(k)
+		if m.r.done && m.declare != nil {
+			m.declare(m.r)
+		}
 	}
 	e.raw(int64(k))
 	return k
@@ -385,8 +398,21 @@ func (m *tensorMember) feed(e *emitter, p []byte) int {
 
 func (m *tensorMember) length() int64 { return m.n }
 
-// npyMember is an .npy inside an .npz.
-type npyMember struct{ m *npyMachine }
+// npyMember is an .npy inside an .npz. lay, if set, is told its array once
+// the header is read.
+type npyMember struct {
+	m   *npyMachine
+	lay *layoutSum
+}
 
-func (m *npyMember) feed(e *emitter, p []byte) int { return m.m.step(e, p) }
-func (m *npyMember) length() int64                 { return m.m.total() }
+func (m *npyMember) feed(e *emitter, p []byte) int {
+	n := m.m.step(e, p)
+	if m.lay != nil {
+		if l, size, ok := m.m.declared(); ok {
+			m.lay.add(l, size)
+			m.lay = nil
+		}
+	}
+	return n
+}
+func (m *npyMember) length() int64 { return m.m.total() }

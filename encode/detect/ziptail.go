@@ -137,6 +137,18 @@ func (z *zipMachine) keyPrefix() string {
 	return strconv.Itoa(z.archive) + "/"
 }
 
+// declareStorages adds the storages of the first archive's pickle to its
+// layout, keyed as their spans will be.
+func (z *zipMachine) declareStorages(r *pickleReader) {
+	for _, key := range r.order {
+		info := r.storages[key]
+		l := info.length()
+		z.lay.add(tensorLabel("data/"+key, info.elem.dtype, l), l)
+	}
+}
+
+func (z *zipMachine) layout() Layout { return z.lay.layout() }
+
 // sigSeeker finds a local header signature in a stream shown in pieces: m
 // is how many of its bytes the bytes seen so far end with.
 type sigSeeker struct{ m int }
