@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,5 +217,22 @@ func TestDCPBogusSignature(t *testing.T) {
 	}
 	if want := []string{"data/0", "2/data/0"}; format != "dcp" || !slices.Equal(keys, want) {
 		t.Errorf("%s %v, want %v", format, keys, want)
+	}
+}
+
+// TestDCPDamaged cuts and mutates concatenations before a valid archive: the
+// labels must cover every byte identically for any piece sizes (FuzzDCP does
+// this at length).
+func TestDCPDamaged(t *testing.T) {
+	next := torchArchive(t, []uint32{2, 1}, "")
+	a := torchArchive(t, []uint32{3}, "c")
+	seeds := [][]byte{slices.Concat(a, a), withZip64End(a), slices.Concat(a, []byte("PK\x03\x04"), make([]byte, 26))}
+	r := rand.New(rand.NewSource(1))
+	for i := 0; i < 500; i++ {
+		d := slices.Clone(seeds[r.Intn(len(seeds))])
+		for k := 1 + r.Intn(6); k > 0; k-- {
+			d[r.Intn(len(d))] = byte(r.Intn(256))
+		}
+		checkSplits(t, "__0_0.distcp", nil, slices.Concat(d[:r.Intn(len(d)+1)], next), r.Int63())
 	}
 }
