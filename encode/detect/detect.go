@@ -95,6 +95,15 @@ type Detector interface {
 	Layout() Layout
 }
 
+// Layout is what a file declares of its tensors before their bytes.
+type Layout struct {
+	Sum     uint64 // fingerprint of (key, dtype, byte length) of each declared tensor, in declaration order
+	Tensors int    // tensors declared; 0: the format declared none (unknown layout)
+}
+
+// Known reports whether the file declared its tensors up front.
+func (l Layout) Known() bool { return l.Tensors > 0 }
+
 // New returns a detector for a file whose base name is name. The name is
 // only a hint: most formats are recognised by their magic bytes, but Caffe's
 // .caffemodel and .solverstate have none.

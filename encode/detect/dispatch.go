@@ -84,16 +84,6 @@ func (d *dispatcher) Format() string {
 	return d.m.format()
 }
 
-func (d *dispatcher) Layout() Layout {
-	switch {
-	case d.m == nil:
-		return Layout{}
-	case d.failed:
-		return d.lay
-	}
-	return d.m.layout()
-}
-
 // pick chooses the machine for a stream starting with d.sniff.
 func (d *dispatcher) pick() machine {
 	if d.force != nil {
@@ -115,4 +105,16 @@ func (d *dispatcher) pick() machine {
 		return newSafetensorsMachine()
 	}
 	return generic{}
+}
+
+// Layout is what the machine declared; after a fallback, what it had declared
+// before.
+func (d *dispatcher) Layout() Layout {
+	switch {
+	case d.m == nil:
+		return Layout{}
+	case d.failed:
+		return d.lay
+	}
+	return d.m.layout()
 }

@@ -6,15 +6,6 @@ import (
 	"hash/fnv"
 )
 
-// Layout is what a file declares of its tensors before their bytes.
-type Layout struct {
-	Sum     uint64 // fingerprint of (key, dtype, byte length) of each declared tensor, in declaration order
-	Tensors int    // tensors declared; 0: the format declared none (unknown layout)
-}
-
-// Known reports whether the file declared any tensor.
-func (l Layout) Known() bool { return l.Tensors > 0 }
-
 // layoutSum accumulates a Layout. The fingerprint is stored on disk, so it
 // must not change across processes or Go versions: FNV-1a 64 over, for each
 // tensor, the length-prefixed key, the length-prefixed dtype name and the
