@@ -81,7 +81,7 @@ FUZZ_TARGETS := \
 	./encode:FuzzDecode ./encode:FuzzRoundTrip ./encode:FuzzGrouped \
 	./encode/detect:FuzzDetect ./encode/detect:FuzzTorchZip ./encode/detect:FuzzTorchLegacy \
 	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
-	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle \
+	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle ./encode/detect:FuzzDCP \
 	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta:FuzzRecords
 
 fuzz:

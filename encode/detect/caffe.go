@@ -134,6 +134,9 @@ func newCaffeMachine(kind caffeKind) *caffeMachine {
 
 func (m *caffeMachine) format() string { return "caffe" }
 
+// layout is unknown: a Caffe file declares nothing before its blobs.
+func (m *caffeMachine) layout() Layout { return Layout{} }
+
 func (m *caffeMachine) feed(e *emitter, p []byte) (int, bool) {
 	total := len(p)
 	for len(p) > 0 {

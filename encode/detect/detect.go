@@ -83,13 +83,15 @@ type Detector interface {
 	// so the caller never buffers for the detector.
 	Label(dst []Span, p []byte) []Span
 	// Format names what was detected so far: "torch-zip", "torch-legacy",
-	// "safetensors", "npy", "npz", "zip", "caffe", "generic", or "unknown"
+	// "safetensors", "npy", "npz", "zip", "dcp", "caffe", "generic", or "unknown"
 	// while the first bytes are still being sniffed. A format that stopped
-	// matching and fell back gets "+generic" appended.
+	// matching and fell back gets "+generic" appended. A file of several
+	// torch archives (torch.distributed.checkpoint's .distcp) is "dcp".
 	Format() string
 	// Layout is the tensor layout the stream declared so far (a header or a
 	// pickle that precedes the data). Once Label has returned a Tensor span,
-	// Layout covers everything the format declares up front.
+	// Layout covers everything the format declares up front. Of a file of
+	// several archives it describes the first archive's declaration only.
 	Layout() Layout
 }
 

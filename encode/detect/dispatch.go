@@ -28,6 +28,7 @@ type dispatcher struct {
 	m      machine
 	failed bool // m fell back to generic
 	fmt    string
+	lay    Layout         // what m declared before it fell back
 	force  func() machine // tests: the machine to use whatever the bytes say
 }
 
@@ -68,6 +69,7 @@ func (d *dispatcher) feed(p []byte) {
 		return
 	}
 	d.fmt = d.m.format() + "+generic"
+	d.lay = d.m.layout()
 	d.m, d.failed = generic{}, true
 	d.m.feed(&d.e, p[n:])
 }
@@ -105,5 +107,14 @@ func (d *dispatcher) pick() machine {
 	return generic{}
 }
 
-// Layout is not tracked yet.
-func (d *dispatcher) Layout() Layout { return Layout{} }
+// Layout is what the machine declared; after a fallback, what it had declared
+// before.
+func (d *dispatcher) Layout() Layout {
+	switch {
+	case d.m == nil:
+		return Layout{}
+	case d.failed:
+		return d.lay
+	}
+	return d.m.layout()
+}

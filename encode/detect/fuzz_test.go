@@ -3,6 +3,7 @@ package detect
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,5 +93,26 @@ func FuzzPickle(f *testing.F) {
 			t.Fatalf("whole: %d done=%v storages=%d; cut at %d: %d done=%v storages=%d",
 				na, a.done, len(a.order), cut, nb, b.done, len(b.order))
 		}
+	})
+}
+
+// FuzzDCP labels first, then gap, then a small valid torch archive, as in a
+// .distcp: whatever first and gap hold (truncated archives, end records with
+// odd lengths, garbage, partial signatures), labelling must cover every byte
+// identically for any piece sizes.
+func FuzzDCP(f *testing.F) {
+	next := torchArchive(f, []uint32{2, 1}, "")
+	golden, err := os.ReadFile(filepath.Join(goldenDir, "ckpt-1.pt"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := torchArchive(f, []uint32{3}, "c")
+	f.Add(a, []byte{}, int64(1))
+	f.Add(withZip64End(a), []byte("PK\x03"), int64(2))
+	f.Add(golden, []byte("raw bytes PK\x05\x06"), int64(3))
+	f.Add(slices.Concat(a, []byte("PK\x03\x04"), make([]byte, 26)), []byte("P"), int64(4))
+	f.Add(torchArchive(f, nil, ""), []byte("PK\x01\x02"), int64(5))
+	f.Fuzz(func(t *testing.T, first, gap []byte, seed int64) {
+		checkSplits(t, "__0_0.distcp", nil, slices.Concat(first, gap, next), seed)
 	})
 }

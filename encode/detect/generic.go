@@ -30,6 +30,8 @@ func (generic) feed(e *emitter, p []byte) (int, bool) {
 
 func (generic) format() string { return "generic" }
 
+func (generic) layout() Layout { return Layout{} }
+
 func genericLabel(idx int64) Label {
 	return Label{Kind: Tensor, Key: "generic/" + strconv.FormatInt(idx, 10), DType: encode.Bytes}
 }

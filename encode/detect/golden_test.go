@@ -63,7 +63,7 @@ func TestGoldenDamaged(t *testing.T) {
 }
 
 // checkSplits labels data whole, in 1-byte pieces and in random pieces from
-// seed, and fails unless all give the same ranges and format.
+// seed, and fails unless all give the same ranges, format and layout.
 func checkSplits(t *testing.T, name string, force func() machine, data []byte, seed int64) {
 	t.Helper()
 	newDet := func() Detector {
@@ -71,10 +71,12 @@ func checkSplits(t *testing.T, name string, force func() machine, data []byte, s
 		d.force = force
 		return d
 	}
-	want, wf, err := labelWith(newDet(), data, whole())
+	d := newDet()
+	want, wf, err := labelWith(d, data, whole())
 	if err != nil {
 		t.Fatalf("%s (%d bytes) whole: %v", name, len(data), err)
 	}
+	wl := d.Layout()
 	r := rand.New(rand.NewSource(seed))
 	small := fixed(1)
 	if len(data) > 4096 {
@@ -82,12 +84,16 @@ func checkSplits(t *testing.T, name string, force func() machine, data []byte, s
 	}
 	splits := []splitter{small, random(seed, 1+r.Intn(64)), random(seed+1, 1+r.Intn(4096))}
 	for i, next := range splits {
-		got, gf, err := labelWith(newDet(), data, next)
+		d := newDet()
+		got, gf, err := labelWith(d, data, next)
 		if err != nil {
 			t.Fatalf("%s (%d bytes) split %d: %v", name, len(data), i, err)
 		}
 		if gf != wf || !slices.Equal(got, want) {
 			t.Fatalf("%s (%d bytes) split %d: %s %v\nwhole: %s %v", name, len(data), i, gf, got, wf, want)
+		}
+		if gl := d.Layout(); gl != wl {
+			t.Fatalf("%s (%d bytes) split %d: layout %+v, whole: %+v", name, len(data), i, gl, wl)
 		}
 	}
 }

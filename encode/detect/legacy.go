@@ -23,6 +23,8 @@ type legacyMachine struct {
 	keys   []string
 	next   int // index in keys of the next storage
 
+	lay layoutSum // the object pickle's storages
+
 	cnt   [8]byte
 	cntN  int
 	label Label
@@ -46,6 +48,8 @@ func newLegacyMachine() *legacyMachine {
 }
 
 func (m *legacyMachine) format() string { return "torch-legacy" }
+
+func (m *legacyMachine) layout() Layout { return m.lay.layout() }
 
 func (m *legacyMachine) feed(e *emitter, p []byte) (int, bool) {
 	total := len(p)
@@ -90,6 +94,11 @@ func (m *legacyMachine) endPickle() {
 	switch m.pickle {
 	case 3:
 		m.main = m.r
+		for _, key := range m.r.order {
+			info := m.r.storages[key]
+			l := info.length()
+			m.lay.add(tensorLabel("data/"+strconv.Itoa(info.ordinal), info.elem.dtype, l), l)
+		}
 	case 4:
 		m.keys = m.r.strs
 	}

@@ -10,4 +10,6 @@ type machine interface {
 	// len(p).
 	feed(e *emitter, p []byte) (n int, failed bool)
 	format() string
+	// layout is what the stream declared of its tensors so far.
+	layout() Layout
 }

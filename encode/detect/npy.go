@@ -43,6 +43,19 @@ func newNpyMachine(key string, standalone bool) *npyMachine {
 
 func (m *npyMachine) format() string { return "npy" }
 
+// declared is the array's label and byte length once the header is read.
+func (m *npyMachine) declared() (Label, int64, bool) {
+	return m.label, m.data, m.label.Kind == Tensor
+}
+
+func (m *npyMachine) layout() Layout {
+	var s layoutSum
+	if l, n, ok := m.declared(); ok {
+		s.add(l, n)
+	}
+	return s.layout()
+}
+
 // feed is the standalone entry: a header that does not parse hands the rest
 // of the stream to the generic labelling.
 func (m *npyMachine) feed(e *emitter, p []byte) (int, bool) {

@@ -25,6 +25,7 @@ type safetensorsMachine struct {
 	plan   []stPiece // what the data section holds, in order
 	cur    int       // index in plan
 	done   int64     // bytes of plan[cur] labelled
+	lay    layoutSum // every tensor of the header, in plan order
 }
 
 type stPiece struct {
@@ -37,6 +38,8 @@ const safetensorsHeaderCap = 4 << 20
 func newSafetensorsMachine() *safetensorsMachine { return &safetensorsMachine{} }
 
 func (m *safetensorsMachine) format() string { return "safetensors" }
+
+func (m *safetensorsMachine) layout() Layout { return m.lay.layout() }
 
 func (m *safetensorsMachine) feed(e *emitter, p []byte) (int, bool) {
 	total := len(p)
@@ -118,6 +121,9 @@ func (m *safetensorsMachine) parse() bool {
 	})
 	var at int64
 	for _, t := range ts {
+		// Declared even when not labelled (empty, overlapping): the layout
+		// is what the header says.
+		m.lay.add(tensorLabel(t.name, t.dt, t.end-t.begin), t.end-t.begin)
 		if t.begin < at || t.begin == t.end {
 			continue // overlapping (not valid safetensors) or empty: nothing to label
 		}

@@ -16,6 +16,14 @@ import (
 //   - <name>.npy, stored (npz): an .npy, its array keyed by the member name;
 //   - anything else, or compressed: raw.
 //
+// After the central directory and the end records the machine looks for
+// another archive: torch.distributed.checkpoint (dcp.save) writes a .distcp
+// file as a concatenation of items, each tensor a complete torch.save
+// archive, with byte items (raw, or archives themselves) between them. The
+// bytes up to the next local header signature are raw; the next archive is
+// parsed afresh, its keys prefixed "<k>/" (k = its index in the file, from 0;
+// the first archive keeps bare keys, which stores already depend on).
+//
 // torch writes sizes of zero in local headers (flag bit 3) and a data
 // descriptor after each record, so a member's length comes from the pickle
 // (storages), its own content (.npy header, the pickle's STOP) or, failing
@@ -33,8 +41,16 @@ type zipMachine struct {
 	scanning bool // looking for the descriptor: the member's own data is over or of unknown length
 	scan     descScanner
 
-	pk               *pickleReader // torch's data.pkl, once seen
+	pk               *pickleReader // torch's data.pkl of this archive, once seen
 	sawTorch, sawNpy bool
+
+	archive   int // index of the archive being read (0: the first)
+	torchArch int // archives with a data.pkl
+	lastTorch int // archive+1 of the last archive counted in torchArch
+	skip      int64
+	afterSkip zipState // where a tail record's variable part leads
+	seek      sigSeeker
+	lay       layoutSum // what the first archive declared
 }
 
 type zipState uint8
@@ -42,7 +58,10 @@ type zipState uint8
 const (
 	zsHeader zipState = iota // collecting a record header
 	zsData                   // a member's data and, if any, its descriptor
-	zsTail                   // central directory and end records: raw to the end
+	zsTail                   // collecting a central directory or end record's fixed part
+	zsSkip                   // the variable part of such a record (names, comments)
+	zsSeek                   // after an archive: raw until the next local header signature
+	zsRest                   // nothing more can be parsed: raw to the end
 )
 
 const (
@@ -72,6 +91,8 @@ func newZipMachine() *zipMachine {
 
 func (z *zipMachine) format() string {
 	switch {
+	case z.torchArch >= 2:
+		return "dcp"
 	case z.sawTorch:
 		return "torch-zip"
 	case z.sawNpy:
@@ -95,7 +116,11 @@ func (z *zipMachine) feed(e *emitter, p []byte) (int, bool) {
 			if n = z.data(e, p); n == 0 && z.st == zsData && z.scanning == was {
 				return total - len(p), true // no progress: a bug, but never a hang
 			}
-		case zsTail:
+		case zsTail, zsSkip:
+			n = z.tail(e, p)
+		case zsSeek:
+			n = z.seekArchive(e, p)
+		case zsRest:
 			n = len(p)
 			e.raw(int64(n))
 		}
@@ -119,7 +144,13 @@ func (z *zipMachine) header(e *emitter, p []byte) (int, bool) {
 		case sig == sigLocal:
 			z.need = zipLocalSz
 		case nextRecord(z.hdr):
-			z.st = zsTail // the central directory: nothing more to label
+			z.startTail() // the central directory: nothing more to label in this archive
+			return k, true
+		case z.archive > 0:
+			// A later archive that is no zip after all (a signature inside a
+			// byte item): look for the next one rather than give up the file.
+			z.toSeek(z.hdr)
+			return k, true
 		default:
 			return k, false
 		}
@@ -204,12 +235,20 @@ func (z *zipMachine) member(name string, stored bool) zipMember {
 	switch {
 	case rest == "data.pkl":
 		z.sawTorch = true
+		if z.lastTorch != z.archive+1 {
+			z.torchArch, z.lastTorch = z.torchArch+1, z.archive+1
+		}
 		z.pk = newPickleReader()
-		return &pickleMember{r: z.pk}
+		m := &pickleMember{r: z.pk}
+		if z.archive == 0 {
+			m.declare = z.declareStorages
+		}
+		return m
 	case z.pk != nil && strings.HasPrefix(rest, "data/") && stored:
 		info := z.pk.storages[rest[len("data/"):]]
 		var l int64 = -1
-		t := Label{Kind: Tensor, Key: rest}
+		key := z.keyPrefix() + rest
+		t := Label{Kind: Tensor, Key: key}
 		if info != nil {
 			l, t.DType = info.length(), info.elem.dtype
 		}
@@ -219,11 +258,15 @@ func (z *zipMachine) member(name string, stored bool) zipMember {
 		if l < 0 {
 			return rawMember{}
 		}
-		return &tensorMember{label: tensorLabel(rest, t.DType, l), n: l}
+		return &tensorMember{label: tensorLabel(key, t.DType, l), n: l}
 	case strings.HasSuffix(name, ".npy"):
 		z.sawNpy = true
 		if stored {
-			return &npyMember{m: newNpyMachine(name, false)}
+			m := &npyMember{m: newNpyMachine(z.keyPrefix()+name, false)}
+			if z.archive == 0 {
+				m.lay = &z.lay
+			}
+			return m
 		}
 	}
 	return rawMember{}
@@ -306,10 +349,11 @@ func (rawMember) feed(e *emitter, p []byte) int { e.raw(int64(len(p))); return l
 func (rawMember) length() int64                 { return lenUnknown }
 
 // pickleMember is torch's data.pkl: raw bytes, read for storage information.
-// Its length is known at STOP.
+// Its length is known at STOP, when declare (if set) is told the storages.
 type pickleMember struct {
-	r *pickleReader
-	n int64
+	r       *pickleReader
+	n       int64
+	declare func(*pickleReader)
 }
 
 func (m *pickleMember) feed(e *emitter, p []byte) int {
@@ -317,6 +361,9 @@ func (m *pickleMember) feed(e *emitter, p []byte) int {
 	if !m.r.done && m.r.st != psDead {
 		k = m.r.feed(p)
 		m.n += int64(k)
+		if m.r.done && m.declare != nil {
+			m.declare(m.r)
+		}
 	}
 	e.raw(int64(k))
 	return k
@@ -351,8 +398,21 @@ func (m *tensorMember) feed(e *emitter, p []byte) int {
 
 func (m *tensorMember) length() int64 { return m.n }
 
-// npyMember is an .npy inside an .npz.
-type npyMember struct{ m *npyMachine }
+// npyMember is an .npy inside an .npz. lay, if set, is told its array once
+// the header is read.
+type npyMember struct {
+	m   *npyMachine
+	lay *layoutSum
+}
 
-func (m *npyMember) feed(e *emitter, p []byte) int { return m.m.step(e, p) }
-func (m *npyMember) length() int64                 { return m.m.total() }
+func (m *npyMember) feed(e *emitter, p []byte) int {
+	n := m.m.step(e, p)
+	if m.lay != nil {
+		if l, size, ok := m.m.declared(); ok {
+			m.lay.add(l, size)
+			m.lay = nil
+		}
+	}
+	return n
+}
+func (m *npyMember) length() int64 { return m.m.total() }
