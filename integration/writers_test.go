@@ -334,6 +334,8 @@ func checkProvenance(t *testing.T, m *mount, c writerCase, man writerManifest, s
 			t.Errorf("%s: live in the mount, written by no save", f.Path)
 			continue
 		}
+		// One error per file, listing what is wrong with it.
+		var bad []string
 		str := func(p *string) string {
 			if p == nil {
 				return "<absent>"
@@ -341,39 +343,41 @@ func checkProvenance(t *testing.T, m *mount, c writerCase, man writerManifest, s
 			return *p
 		}
 		if str(f.Ingest) != "stream" {
-			t.Errorf("%s: ingest %q, want stream", f.Path, str(f.Ingest))
+			bad = append(bad, fmt.Sprintf("ingest %q, want stream", str(f.Ingest)))
 		}
-		checkXattrs(t, m.path(f.Path), map[string]string{
+		bad = append(bad, xattrMismatches(m.path(f.Path), map[string]string{
 			"user.ckptfs.ingest": str(f.Ingest), "user.ckptfs.ref_reason": str(f.RefReason),
 			"user.ckptfs.ref_path": str(f.RefPath),
-		})
-		if k == 0 || !c.tensors.MatchString(f.Path) {
-			continue
-		}
-		checked++
-		pred, err := predecessor(f.Path, man.Saves[k-1].Files)
-		if err != nil {
-			t.Errorf("%s (save %d): %v", f.Path, k+1, err)
-			continue
-		}
-		if f.Reference == 0 {
-			t.Errorf("%s (save %d, format %q): a baseline, want a delta against %s", f.Path, k+1, f.Format, pred)
-		}
-		if str(f.RefPath) != pred {
-			t.Errorf("%s (save %d): ref_path %q, want its predecessor %q", f.Path, k+1, str(f.RefPath), pred)
-		}
-		if pred == f.Path {
-			if str(f.RefReason) != "same-file" {
-				t.Errorf("%s (save %d): ref_reason %q, want same-file", f.Path, k+1, str(f.RefReason))
+		})...)
+		if k > 0 && c.tensors.MatchString(f.Path) {
+			checked++
+			pred, err := predecessor(f.Path, man.Saves[k-1].Files)
+			if err != nil {
+				t.Errorf("%s (save %d): %v", f.Path, k+1, err)
+				continue
 			}
-		} else if r := str(f.RefReason); r != "family" && r != "layout" {
-			t.Errorf("%s (save %d): ref_reason %q, want family or layout", f.Path, k+1, r)
+			if f.Reference == 0 {
+				bad = append(bad, fmt.Sprintf("a baseline (format %q), want a delta against %s", f.Format, pred))
+			} else if i, live := byPath[pred]; live && pred != f.Path && st.Files[i].Version != f.Reference {
+				bad = append(bad, fmt.Sprintf("reference version %d, but its predecessor %s is version %d",
+					f.Reference, pred, st.Files[i].Version))
+			}
+			if str(f.RefPath) != pred {
+				bad = append(bad, fmt.Sprintf("ref_path %q, want %q", str(f.RefPath), pred))
+			}
+			if pred == f.Path {
+				if str(f.RefReason) != "same-file" {
+					bad = append(bad, fmt.Sprintf("ref_reason %q, want same-file", str(f.RefReason)))
+				}
+			} else if r := str(f.RefReason); r != "family" && r != "layout" {
+				bad = append(bad, fmt.Sprintf("ref_reason %q, want family or layout", r))
+			}
+			if f.Depth != uint32(k) {
+				bad = append(bad, fmt.Sprintf("chain_depth %d, want %d", f.Depth, k))
+			}
 		}
-		if i, live := byPath[pred]; live && pred != f.Path && st.Files[i].Version != f.Reference {
-			t.Errorf("%s: reference version %d, but its predecessor %s is version %d", f.Path, f.Reference, pred, st.Files[i].Version)
-		}
-		if f.Depth != uint32(k) {
-			t.Errorf("%s (save %d): chain_depth %d, want %d", f.Path, k+1, f.Depth, k)
+		if len(bad) > 0 {
+			t.Errorf("%s (save %d of %d): %s", f.Path, k+1, len(man.Saves), strings.Join(bad, "; "))
 		}
 	}
 	if checked == 0 {
@@ -382,20 +386,26 @@ func checkProvenance(t *testing.T, m *mount, c writerCase, man writerManifest, s
 	return tensorFormatted
 }
 
-// checkXattrs compares a file's provenance xattrs with the report's.
-func checkXattrs(t *testing.T, path string, want map[string]string) {
-	t.Helper()
-	for name, w := range want {
+// xattrMismatches compares a file's provenance xattrs with the report's.
+func xattrMismatches(path string, want map[string]string) []string {
+	var bad []string
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
 		buf := make([]byte, 4096)
 		n, err := syscall.Getxattr(path, name, buf)
 		if err != nil {
-			t.Errorf("%s: xattr %s: %v", path, name, err)
+			bad = append(bad, fmt.Sprintf("xattr %s: %v", name, err))
 			continue
 		}
-		if got := string(buf[:n]); got != w {
-			t.Errorf("%s: xattr %s = %q, the report says %q", path, name, got, w)
+		if got := string(buf[:n]); got != want[name] {
+			bad = append(bad, fmt.Sprintf("xattr %s = %q, the report says %q", name, got, want[name]))
 		}
 	}
+	return bad
 }
 
 var digitRun = regexp.MustCompile(`\d+`)
