@@ -43,7 +43,7 @@ import time
 
 import torch
 
-STEPS_PER_SAVE = 5
+STEPS_PER_SAVE = 5  # training steps between saves (--every)
 
 
 def seed_all(seed=0):
@@ -58,9 +58,13 @@ def seed_all(seed=0):
     torch.use_deterministic_algorithms(True)
 
 
-def gpt2(n_layer=2, n_embd=64):
+SIZE = {"n_layer": 2, "n_embd": 64}  # --layers, --width
+
+
+def gpt2(n_layer=None, n_embd=None):
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    n_layer, n_embd = n_layer or SIZE["n_layer"], n_embd or SIZE["n_embd"]
     cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=2, vocab_size=256, n_positions=64,
                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)
@@ -163,7 +167,7 @@ def hf_trainer(a, arc):
 
     args = TrainingArguments(output_dir=a.out, max_steps=a.saves * STEPS_PER_SAVE, per_device_train_batch_size=8,
                              learning_rate=1e-3, optim="adamw_torch", save_strategy="steps",
-                             save_steps=STEPS_PER_SAVE, save_total_limit=2,
+                             save_steps=STEPS_PER_SAVE, save_total_limit=a.keep,
                              logging_steps=STEPS_PER_SAVE, report_to="none", use_cpu=True, seed=0, data_seed=0,
                              dataloader_num_workers=0, disable_tqdm=True)
     # transformers 5 always saves safetensors (its save_safetensors argument is gone).
@@ -247,6 +251,9 @@ def dcp_(a, arc):
 
 
 def _dcp_rank(rank, world, port, a):
+    global STEPS_PER_SAVE
+    STEPS_PER_SAVE = a.every  # a spawned process starts from the module's defaults
+    SIZE.update(n_layer=a.layers, n_embd=a.width)
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -321,14 +328,21 @@ WRITERS = {
 
 
 def main():
+    global STEPS_PER_SAVE
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("writer", choices=sorted(WRITERS))
     p.add_argument("--out", required=True, help="directory the writer saves into (a mount, or a plain directory)")
     p.add_argument("--archive", help="directory that receives a copy of every save, and manifest.json")
     p.add_argument("--saves", type=int, default=3, help="consecutive checkpoints to save (at least 3)")
+    p.add_argument("--every", type=int, default=STEPS_PER_SAVE, help="training steps between saves")
+    p.add_argument("--layers", type=int, default=SIZE["n_layer"], help="GPT-2 layers")
+    p.add_argument("--width", type=int, default=SIZE["n_embd"], help="GPT-2 width (n_embd)")
+    p.add_argument("--keep", type=int, default=2, help="hf-trainer: save_total_limit")
     a = p.parse_args()
-    if a.saves < 1:
-        p.error("--saves must be positive")
+    if a.saves < 1 or a.every < 1:
+        p.error("--saves and --every must be positive")
+    STEPS_PER_SAVE = a.every
+    SIZE.update(n_layer=a.layers, n_embd=a.width)
     a.started = time.perf_counter()
     os.makedirs(a.out, exist_ok=True)
     if a.archive:
