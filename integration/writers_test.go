@@ -262,6 +262,7 @@ func compareWriterTrees(t *testing.T, py, want, got string) {
 	if len(lw) == 0 {
 		t.Fatalf("%s holds no file", want)
 	}
+	var metadata []string // pairs for dcp_metadata_equal.py
 	for p := range lw {
 		if !lg[p] {
 			t.Errorf("%s: in the plain run's %s, not in %s", p, want, got)
@@ -269,13 +270,16 @@ func compareWriterTrees(t *testing.T, py, want, got string) {
 		}
 		a, b := filepath.Join(want, p), filepath.Join(got, p)
 		if filepath.Base(p) == ".metadata" {
-			if out, err := exec.Command(py, "py/dcp_metadata_equal.py", a, b).CombinedOutput(); err != nil {
-				t.Errorf("%s differs from %s: %v %s", b, a, err, out)
-			}
+			metadata = append(metadata, a, b)
 			continue
 		}
 		if !sameContent(t, a, b) {
 			t.Errorf("%s differs from %s", b, a)
+		}
+	}
+	if len(metadata) > 0 {
+		if out, err := exec.Command(py, append([]string{"py/dcp_metadata_equal.py"}, metadata...)...).CombinedOutput(); err != nil {
+			t.Errorf("dcp .metadata files differ: %v\n%s", err, out)
 		}
 	}
 	for p := range lg {
@@ -466,4 +470,31 @@ func replayArchive(t *testing.T, archive string, man writerManifest) float64 {
 	}
 	t.Logf("replay of %d files: %v", len(args)-5, time.Since(start).Round(time.Millisecond))
 	return r.WrittenVolumeRatio
+}
+
+// TestWriterPredecessor checks how TestWriters pairs a file with its
+// predecessor in the previous save (pure; no mount).
+func TestWriterPredecessor(t *testing.T) {
+	prev := []string{"step-5/.metadata", "step-5/__0_0.distcp", "step-5/__1_0.distcp",
+		"step-5/model-00001-of-00003.safetensors", "step-5/model-00002-of-00003.safetensors",
+		"ckpt_0005.pt", "last.pt", "epoch=0-step=5.ckpt", "last.ckpt"}
+	for p, want := range map[string]string{
+		"step-10/__1_0.distcp":                     "step-5/__1_0.distcp",
+		"step-10/__0_0.distcp":                     "step-5/__0_0.distcp",
+		"step-10/model-00002-of-00003.safetensors": "step-5/model-00002-of-00003.safetensors",
+		"ckpt_0010.pt":                             "ckpt_0005.pt",
+		"last.pt":                                  "last.pt",
+		"epoch=0-step=10.ckpt":                     "epoch=0-step=5.ckpt",
+		"last.ckpt":                                "last.ckpt",
+	} {
+		if got, err := predecessor(p, prev); err != nil || got != want {
+			t.Errorf("predecessor(%s) = %q, %v; want %q", p, got, err, want)
+		}
+	}
+	if got, err := predecessor("step-10/__2_0.distcp", prev); err == nil {
+		t.Errorf("predecessor of a rank the previous save lacks: %q, want an error (two equally close)", got)
+	}
+	if got, err := predecessor("step-10/model.safetensors", prev); err == nil {
+		t.Errorf("predecessor of a file with no shape in the previous save: %q, want an error", got)
+	}
 }
