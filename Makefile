@@ -10,6 +10,11 @@ CACHE   := .cache
 # Tests that need python3-torch, numpy, protoc or /dev/fuse fail instead of
 # skipping when these are missing: deps installs them.
 export CKPTFS_REQUIRE_DEPS := 1
+# Today's writers (torch 2.x, transformers, safetensors, lightning) live in a
+# venv outside the repository (.ci/install-venv, integration/py/requirements.txt);
+# the writers' tests and the demo run its python.
+export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
+export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
 .PHONY: all build deps lint test test-full test-unit demo bench fuzz report clean series
 
@@ -18,7 +23,8 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/ckptfs
 
-# System packages (fuse3, python3-torch, ...): installed when root and missing.
+# System packages (fuse3, python3-torch, ...): installed when root and missing;
+# then the writers' venv, rebuilt only when requirements.txt changes.
 deps:
 	@.ci/install-deps
 
@@ -60,9 +66,10 @@ test: deps lint build series test-unit
 test-full: export CKPTFS_FULL := 1
 test-full: test
 
-# Mount, train a real model into it, verify, report, unmount.
+# Mount, train a small GPT-2 with the Hugging Face Trainer into it, verify,
+# report, unmount.
 demo: deps build
-	BIN=$(BIN) PYTHON=$(PYTHON) integration/demo/demo.sh
+	BIN=$(BIN) PYTHON=$(CKPTFS_PYTHON) integration/demo/demo.sh
 
 # Measures ckptfs on this machine (replays of the series, codec speed, mount
 # throughput against a plain directory and a go-fuse loopback, training
