@@ -7,6 +7,9 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -81,30 +84,7 @@ func TestMmapSaveAfterRename(t *testing.T) {
 			t.Fatal(err)
 		}
 		tmp, final := dir+"/.tmpXq"+fmt.Sprint(k), dir+"/model.safetensors"
-		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Truncate(int64(len(data))); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, final); err != nil {
-			t.Fatal(err)
-		}
-		mem, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(mem, data)
-		if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Munmap(mem); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		mmapSaveInChild(t, tmp, final, data)
 		wantContent(t, final, data)
 		if got := xattr(t, final, "ingest"); got != "stream" {
 			t.Errorf("save %d: ingest %q, want stream", k, got)
@@ -115,6 +95,62 @@ func TestMmapSaveAfterRename(t *testing.T) {
 				t.Errorf("save %d: ref_path %q (%s), want %q", k, got, xattr(t, final, "ref_reason"), want)
 			}
 		}
+	}
+}
+
+// mmapSaveInChild runs the save in a child process (this test binary, see
+// TestMmapSaveChild): a process that serves a FUSE mount must not write to
+// it through a mapping itself, or the page faults and writebacks the kernel
+// sends to the server can wait on the very process (its garbage collector
+// stops every thread) that must answer them.
+func mmapSaveInChild(t *testing.T, tmp, final string, data []byte) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMmapSaveChild$")
+	cmd.Env = append(os.Environ(), "CKPTFS_MMAP_SAVE="+src+"\n"+tmp+"\n"+final)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mmap save in a child: %v\n%s", err, out)
+	}
+}
+
+// TestMmapSaveChild is the child of mmapSaveInChild: create tmp, ftruncate
+// it to the source's size, rename it to final, fill it through a shared
+// mapping, msync, unmap, close.
+func TestMmapSaveChild(t *testing.T) {
+	args := strings.Split(os.Getenv("CKPTFS_MMAP_SAVE"), "\n")
+	if len(args) != 3 {
+		return // not a child: nothing to do
+	}
+	data, err := os.ReadFile(args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(args[1], os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(args[1], args[2]); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem, data)
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Munmap(mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
