@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -86,7 +87,10 @@ var subcommands []func() *cobra.Command
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "ckptfs:", err)
+		var reported errReported
+		if !errors.As(err, &reported) {
+			fmt.Fprintln(os.Stderr, "ckptfs:", err)
+		}
 		os.Exit(1)
 	}
 }
