@@ -26,6 +26,15 @@ mean equal leading bits, mean relative change.`,
 			if err != nil {
 				return err
 			}
+			// Float tensors of each file: those compared plus those only in it.
+			for _, f := range []struct {
+				path, format string
+				n            int
+			}{{args[0], an.FormatA, len(an.Tensors) + an.OnlyInA}, {args[1], an.FormatB, len(an.Tensors) + an.OnlyInB}} {
+				if f.n == 0 {
+					return fmt.Errorf("no tensors found in %s (format %s): ckptfs stores it as raw bytes, and analyze has nothing to compare", f.path, f.format)
+				}
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				return writeJSON(out, an)

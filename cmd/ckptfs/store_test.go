@@ -212,3 +212,44 @@ func TestRefusedMountLeavesLogAlone(t *testing.T) {
 		t.Errorf("ready pipe says %q", got)
 	}
 }
+
+func TestReplayNoBarWithoutTerminal(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, bytes.Repeat([]byte("not a checkpoint\n"), 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The bar used to go to os.Stderr whatever it was: point it at a file.
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = stderr
+	out, err := runCkptfs(t, "replay", "--device-size", "64MiB", "--work-dir", dir, file)
+	os.Stderr = old
+	stderr.Close()
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
+		t.Errorf("replay drew on a stderr that is not a terminal: %q", b)
+	}
+	if !strings.Contains(out, "no tensors found in "+file+": it is stored as raw bytes") {
+		t.Errorf("replay of a text file does not say it found no tensors:\n%s", out)
+	}
+}
+
+func TestAnalyzeNoTensors(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
+	for _, f := range []string{a, b} {
+		if err := os.WriteFile(f, []byte("hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := runCkptfs(t, "analyze", a, b)
+	if err == nil || !strings.Contains(err.Error(), "no tensors found in "+a) {
+		t.Fatalf("analyze of text files: %v; want no tensors found in %s", err, a)
+	}
+}
