@@ -11,12 +11,24 @@ CACHE   := .cache
 # skipping when these are missing: deps installs them.
 export CKPTFS_REQUIRE_DEPS := 1
 
-.PHONY: all build deps lint test test-full test-unit demo bench fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo bench fuzz report clean series
 
 all: build
 
+# The version ckptfs version prints: git describe of the checkout, stamped
+# at link time (without git, the binary falls back to its build information).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
 build:
-	$(GO) build -o $(BIN) ./cmd/ckptfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ckptfs
+
+# Installs bin/ckptfs as $(DESTDIR)$(PREFIX)/bin/ckptfs.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
 
 # System packages (fuse3, python3-torch, ...): installed when root and missing.
 deps:
