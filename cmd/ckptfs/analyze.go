@@ -52,7 +52,7 @@ mean equal leading bits, mean relative change.`,
 				fmt.Fprintln(out)
 				tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "TENSOR\tDTYPE\tELEMENTS\tIDENTICAL\tMEAN SAME BITS\tMEAN REL CHANGE\tMAX ABS CHANGE")
-				for _, t := range an.Tensors {
+				for _, t := range sortedNaturally(an.Tensors, func(t analyze.TensorChanges) string { return t.Key }) {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f%%\t%.2f\t%.3g\t%.3g\n", t.Key, t.DType, thousands(t.Elements),
 						100*t.Identical, t.MeanSameBits, t.MeanRelChange, t.MaxAbsChange)
 				}
