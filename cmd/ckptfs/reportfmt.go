@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -85,9 +86,14 @@ func ratioString(a, b int64) string {
 	return fmt.Sprintf("%.3f", float64(a)/float64(b))
 }
 
+// days formats a lifetime: whole days, two significant digits under ten
+// (a store written for minutes projects less than a day).
 func days(d float64) string {
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		return "-"
+	case d < 10:
+		return strconv.FormatFloat(d, 'g', 2, 64)
 	}
 	return fmt.Sprintf("%.0f", d)
 }

@@ -47,3 +47,11 @@ func TestStatsHeadlineAndOrder(t *testing.T) {
 		t.Errorf("empty store headline: %q", h)
 	}
 }
+
+func TestDays(t *testing.T) {
+	for d, want := range map[float64]string{0: "-", 0.0123: "0.012", 2.5: "2.5", 310.4: "310"} {
+		if got := days(d); got != want {
+			t.Errorf("days(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
