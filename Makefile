@@ -25,8 +25,12 @@ DESTDIR ?=
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ckptfs
 
-# Installs bin/ckptfs as $(DESTDIR)$(PREFIX)/bin/ckptfs.
-install: build
+# Installs bin/ckptfs as $(DESTDIR)$(PREFIX)/bin/ckptfs, building it only if
+# missing (so "make build && sudo make install" needs no Go under sudo).
+$(BIN):
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ckptfs
+
+install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
 
