@@ -406,9 +406,6 @@ func newUmountCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if !mounted(mp) {
-				return fmt.Errorf("%s is not mounted", mp)
-			}
 			store := storeOfMount(mp)
 			if err := unmount(mp, lazy); err != nil {
 				return err
@@ -448,7 +445,7 @@ func unmount(mp string, lazy bool) error {
 			if errors.Is(err, syscall.EBUSY) {
 				return fmt.Errorf("unmount %s: files are still open (close them, or use --lazy): %w", mp, err)
 			}
-			if errors.Is(err, syscall.EINVAL) {
+			if errors.Is(err, syscall.EINVAL) { // umount2: not a mount point
 				return fmt.Errorf("%s is not mounted", mp)
 			}
 			return fmt.Errorf("unmount %s: %w", mp, err)
@@ -461,6 +458,9 @@ func unmount(mp string, lazy bool) error {
 	}
 	out, err := exec.Command("fusermount3", args...).CombinedOutput()
 	if err != nil {
+		if real, rerr := filepath.EvalSymlinks(mp); rerr == nil && !mounted(real) {
+			return fmt.Errorf("%s is not mounted", mp)
+		}
 		return fmt.Errorf("fusermount3 -u %s: %v: %s", mp, err, strings.TrimSpace(string(out)))
 	}
 	return nil
