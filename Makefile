@@ -16,12 +16,28 @@ export CKPTFS_REQUIRE_DEPS := 1
 export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
 export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
-.PHONY: all build deps lint test test-full test-unit demo bench fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo bench fuzz report clean series
 
 all: build
 
+# The version ckptfs version prints: git describe of the checkout, stamped
+# at link time (without git, the binary falls back to its build information).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X main.version=$(VERSION))
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
 build:
-	$(GO) build -o $(BIN) ./cmd/ckptfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ckptfs
+
+# Installs bin/ckptfs as $(DESTDIR)$(PREFIX)/bin/ckptfs, building it only if
+# missing (so "make build && sudo make install" needs no Go under sudo).
+$(BIN):
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ckptfs
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
 
 # System packages (fuse3, python3-torch, ...): installed when root and missing;
 # then the writers' venv, rebuilt only when requirements.txt changes.

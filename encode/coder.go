@@ -1,6 +1,7 @@
 package encode
 
 import (
+	stdgzip "compress/gzip"
 	"fmt"
 	"math"
 	"sync"
@@ -16,7 +17,7 @@ import (
 type Coder struct {
 	zenc *zstd.Encoder
 	zdec *zstd.Decoder
-	gzw  *gzip.Writer
+	gzw  *stdgzip.Writer // the standard library's: zlib's default level, as gzip -c
 	gzr  *gzip.Reader
 	tmp  []byte // gzip inner streams, XOR deltas
 	pl   planeScratch

@@ -23,6 +23,9 @@ type FS struct {
 
 	staleMu sync.Mutex
 	stale   map[chain.Ino]bool // a commit failed: cached pages may be wrong
+
+	storedMu sync.Mutex
+	stored   map[chain.VersionID]int64 // encoded bytes of committed versions (fillAttr)
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
@@ -109,15 +112,24 @@ func (n *Node) child(ctx context.Context, in *chain.Inode, out *fuse.EntryOut) *
 }
 
 // fillAttr converts an inode; an open writer's size wins over the
-// committed one.
+// committed one. Blocks (what du and ls -s show) count the bytes the store
+// keeps for the committed version, so du of a mount shows what the
+// checkpoints cost on flash; while a writer is open, the logical size.
 func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
 	size := in.Size
+	writing := false
 	if of := f.open.get(in.Ino); of != nil {
 		of.mu.Lock()
 		if of.writer != nil {
-			size = of.writer.Size()
+			size, writing = of.writer.Size(), true
 		}
 		of.mu.Unlock()
+	}
+	allocated := size
+	if !writing && in.Version != 0 {
+		if stored, ok := f.storedBytes(in); ok {
+			allocated = stored
+		}
 	}
 	out.Ino = uint64(in.Ino)
 	out.Mode = in.Mode
@@ -126,10 +138,36 @@ func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
 	out.Rdev = in.Rdev
 	out.Size = uint64(size)
 	out.Blksize = 4096
-	out.Blocks = (uint64(size) + 511) / 512
+	out.Blocks = (uint64(allocated) + 511) / 512
 	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, in.Mtime), time.Unix(0, in.Ctime)
 	out.SetTimes(&at, &mt, &ct)
 }
+
+// storedBytes is the encoded size of in's committed version. A version
+// never changes, so the size is read once (Store.Info, a metadata read
+// transaction) and kept by version ID; getattr of a file seen before costs
+// a map lookup. The map is dropped when it grows past storedCacheMax.
+func (f *FS) storedBytes(in *chain.Inode) (int64, bool) {
+	f.storedMu.Lock()
+	n, ok := f.stored[in.Version]
+	f.storedMu.Unlock()
+	if ok {
+		return n, true
+	}
+	info, err := f.store.Info(in.Ino)
+	if err != nil || info == nil || info.Version != in.Version {
+		return 0, false // gone or replaced meanwhile: the caller uses the size
+	}
+	f.storedMu.Lock()
+	if f.stored == nil || len(f.stored) >= storedCacheMax {
+		f.stored = map[chain.VersionID]int64{}
+	}
+	f.stored[in.Version] = info.StoredBytes
+	f.storedMu.Unlock()
+	return info.StoredBytes, true
+}
+
+const storedCacheMax = 1 << 16
 
 // Getattr reports the inode's attributes.
 func (n *Node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {

@@ -26,6 +26,15 @@ mean equal leading bits, mean relative change.`,
 			if err != nil {
 				return err
 			}
+			// Float tensors of each file: those compared plus those only in it.
+			for _, f := range []struct {
+				path, format string
+				n            int
+			}{{args[0], an.FormatA, len(an.Tensors) + an.OnlyInA}, {args[1], an.FormatB, len(an.Tensors) + an.OnlyInB}} {
+				if f.n == 0 {
+					return fmt.Errorf("no tensors found in %s (format %s): ckptfs stores it as raw bytes, and analyze has nothing to compare", f.path, f.format)
+				}
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				return writeJSON(out, an)
@@ -43,7 +52,7 @@ mean equal leading bits, mean relative change.`,
 				fmt.Fprintln(out)
 				tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "TENSOR\tDTYPE\tELEMENTS\tIDENTICAL\tMEAN SAME BITS\tMEAN REL CHANGE\tMAX ABS CHANGE")
-				for _, t := range an.Tensors {
+				for _, t := range sortedNaturally(an.Tensors, func(t analyze.TensorChanges) string { return t.Key }) {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f%%\t%.2f\t%.3g\t%.3g\n", t.Key, t.DType, thousands(t.Elements),
 						100*t.Identical, t.MeanSameBits, t.MeanRelChange, t.MaxAbsChange)
 				}

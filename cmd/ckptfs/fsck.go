@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -29,10 +27,10 @@ It exits with status 1 if it finds problems.`,
 			if store == "" {
 				return errors.New("--store is required")
 			}
-			if _, err := os.Stat(store); err != nil {
-				return fmt.Errorf("store %s: %w", store, err)
+			ds, err := openExistingStore(store)
+			if errors.Is(err, chain.ErrLocked) {
+				return fmt.Errorf("%w: it is mounted; unmount it first", err)
 			}
-			ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
 			if err != nil {
 				return err
 			}
@@ -40,6 +38,9 @@ It exits with status 1 if it finds problems.`,
 			rep, err := ds.Check(deep)
 			if err != nil {
 				return err
+			}
+			if rep.Problems == nil {
+				rep.Problems = []chain.Problem{} // "problems": [] rather than null
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -14,8 +15,53 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build stamps git describe); without it, versionString falls back to the
+// module's build information.
+var version string
+
+// versionString is the version stamped at build time, else the module
+// version go install recorded, else the VCS revision go build recorded,
+// else "devel".
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev != "" {
+		return "devel-" + rev[:min(12, len(rev))] + dirty
+	}
+	return "devel"
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of ckptfs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "ckptfs %s\n", versionString())
+			return err
+		},
+	}
+}
 
 func newRootCommand() *cobra.Command {
 	var logLevel, memLimit string
@@ -25,7 +71,7 @@ func newRootCommand() *cobra.Command {
 		Long: `ckptfs stores neural-network checkpoints (PyTorch, Caffe, NumPy, safetensors)
 as baseline-plus-delta chains on a simulated NAND SSD, and reports how much
 write volume and flash wear that saves compared with a plain filesystem.`,
-		Version:       version,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -46,6 +92,7 @@ write volume and flash wear that saves compared with a plain filesystem.`,
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	root.AddCommand(newVersionCommand())
 	return root
 }
 
@@ -86,7 +133,10 @@ var subcommands []func() *cobra.Command
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "ckptfs:", err)
+		var reported errReported
+		if !errors.As(err, &reported) {
+			fmt.Fprintln(os.Stderr, "ckptfs:", err)
+		}
 		os.Exit(1)
 	}
 }

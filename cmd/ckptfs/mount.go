@@ -71,12 +71,30 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 			if err != nil {
 				return err
 			}
+			// Flags are checked before anything is created, so that a
+			// typo leaves no store behind.
+			if _, err := deviceForSize(f.deviceSize); err != nil {
+				return err
+			}
 			storedPolicy := !cmd.Flags().Changed("codec") && !cmd.Flags().Changed("scheme") &&
 				!cmd.Flags().Changed("snap-dis") && !cmd.Flags().Changed("max-depth")
-			if !f.foreground {
-				return daemonize(cmd.OutOrStdout(), mp, f.store)
+			created, err := missingDirs(f.store)
+			if err != nil {
+				return err
 			}
-			return serve(mp, f, pol, storedPolicy)
+			_, statErr := os.Stat(filepath.Join(f.store, chain.MetaFile))
+			newStore := errors.Is(statErr, os.ErrNotExist)
+			served := false
+			if !f.foreground {
+				err = daemonize(cmd.OutOrStdout(), mp, f.store)
+				served = err == nil
+			} else {
+				served, err = serve(mp, f, pol, storedPolicy)
+			}
+			if err != nil && !served && newStore {
+				removeNewStore(f.store, created)
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
@@ -149,13 +167,94 @@ func unescapeMountinfo(s string) string {
 	return r.Replace(s)
 }
 
+// missingDirs lists dir and those of its parents that do not exist yet,
+// deepest first: what a mount creates, and removes again if it fails.
+func missingDirs(dir string) ([]string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for {
+		_, err := os.Lstat(dir)
+		if err == nil {
+			return missing, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("store %s: %w", dir, err)
+		}
+		missing = append(missing, dir)
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return missing, nil
+		}
+		dir = parent
+	}
+}
+
+// removeNewStore removes what a mount that never served created: the
+// store directory and its new parents (each only if empty) when the
+// directory was new, else the store's files in the directory that had none.
+func removeNewStore(store string, created []string) {
+	if storeLocked(store) {
+		return // another daemon created it meanwhile and holds it
+	}
+	if len(created) == 0 {
+		for _, name := range []string{chain.MetaFile, chain.DeviceFile, chain.DeviceStateFile, chain.ShadowStateFile, logName} {
+			if err := os.Remove(filepath.Join(store, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				logrus.WithError(err).Warn("remove what the failed mount created")
+			}
+		}
+		return
+	}
+	if err := os.RemoveAll(created[0]); err != nil {
+		logrus.WithError(err).Warnf("remove %s, created by the failed mount", store)
+		return
+	}
+	for _, d := range created[1:] {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
+}
+
+// logName is the daemon's log in its store directory.
+const logName = "ckptfs.log"
+
+// daemonExecutable is the program daemonize starts (tests replace it).
+var daemonExecutable = os.Executable
+
+// errReported is an error the daemon has already handed to the process
+// that started it, and that main does not print again (into the log of
+// the daemon that holds the store, for a refused second mount).
+type errReported struct{ error }
+
+// storeLocked reports whether a ckptfs process holds the store open.
+func storeLocked(store string) bool {
+	f, err := os.Open(filepath.Join(store, chain.MetaFile))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
 // daemonize starts the daemon (this program in the foreground, in a session
 // of its own) and waits until it says the mount is ready or why it failed.
 func daemonize(out io.Writer, mp, store string) error {
+	// A store in use is refused before its log is opened: the log belongs
+	// to the daemon that holds it.
+	if storeLocked(store) {
+		return fmt.Errorf("store %s is in use by another ckptfs daemon", store)
+	}
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return fmt.Errorf("store %s: %w", store, err)
 	}
-	logPath := filepath.Join(store, "ckptfs.log")
+	logPath := filepath.Join(store, logName)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
@@ -165,7 +264,7 @@ func daemonize(out io.Writer, mp, store string) error {
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
+	exe, err := daemonExecutable()
 	if err != nil {
 		return err
 	}
@@ -194,15 +293,16 @@ func daemonize(out io.Writer, mp, store string) error {
 	return errors.New(text)
 }
 
-// serve mounts and serves until unmounted or signalled.
-func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) error {
+// serve mounts and serves until unmounted or signalled; served says whether
+// the mount came up (a store that never served may be removed again).
+func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (served bool, err error) {
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
+			return false, err
 		}
 		defer func() { pprof.StopCPUProfile(); pf.Close() }()
 	}
@@ -213,7 +313,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) error 
 	report := func(err error) error {
 		if ready != nil {
 			if err != nil {
-				fmt.Fprintln(ready, "ckptfs mount:", err)
+				fmt.Fprintln(ready, err)
 			} else {
 				fmt.Fprintln(ready, "ok")
 			}
@@ -224,16 +324,21 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) error 
 	}
 	dev, err := deviceForSize(f.deviceSize)
 	if err != nil {
-		return report(err)
+		return false, report(err)
 	}
 	ds, err := chain.OpenDir(f.store, chain.DirOptions{
 		Options: chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20},
 		Device:  dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
 	if errors.Is(err, chain.ErrLocked) {
-		return report(fmt.Errorf("store %s is in use by another ckptfs daemon", f.store))
+		err = fmt.Errorf("store %s is in use by another ckptfs daemon", f.store)
+		if ready != nil {
+			// Our stderr is the log of the daemon that holds the store.
+			return false, errReported{report(err)}
+		}
+		return false, err
 	}
 	if err != nil {
-		return report(err)
+		return false, report(err)
 	}
 	limitMemoryFor(ds, int64(f.cacheMiB)<<20)
 	fsys := fs.New(ds.Store)
@@ -248,7 +353,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) error 
 	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug})
 	if err != nil {
 		ds.Close()
-		return report(err)
+		return false, report(err)
 	}
 	logrus.Infof("mounted %s (store %s)", mp, f.store)
 	report(nil)
@@ -283,10 +388,10 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) error 
 	server.Wait()
 	close(done)
 	if err := ds.Close(); err != nil {
-		return fmt.Errorf("close store %s: %w", f.store, err)
+		return true, fmt.Errorf("close store %s: %w", f.store, err)
 	}
 	logrus.Infof("unmounted %s", mp)
-	return nil
+	return true, nil
 }
 
 func newUmountCommand() *cobra.Command {
@@ -340,6 +445,9 @@ func unmount(mp string, lazy bool) error {
 			if errors.Is(err, syscall.EBUSY) {
 				return fmt.Errorf("unmount %s: files are still open (close them, or use --lazy): %w", mp, err)
 			}
+			if errors.Is(err, syscall.EINVAL) { // umount2: not a mount point
+				return fmt.Errorf("%s is not mounted", mp)
+			}
 			return fmt.Errorf("unmount %s: %w", mp, err)
 		}
 		return nil
@@ -350,6 +458,9 @@ func unmount(mp string, lazy bool) error {
 	}
 	out, err := exec.Command("fusermount3", args...).CombinedOutput()
 	if err != nil {
+		if real, rerr := filepath.EvalSymlinks(mp); rerr == nil && !mounted(real) {
+			return fmt.Errorf("%s is not mounted", mp)
+		}
 		return fmt.Errorf("fusermount3 -u %s: %v: %s", mp, err, strings.TrimSpace(string(out)))
 	}
 	return nil

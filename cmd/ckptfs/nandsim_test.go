@@ -77,3 +77,32 @@ func TestNandsimCommandRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestNandsimVerdict: the default run passes against the band docs/NANDSIM.md
+// gives, a run measured before steady state fails with exit status 1, and
+// a workload no formula predicts gets no verdict.
+func TestNandsimVerdict(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		verdict string
+	}{
+		{nil, "PASS"}, // the default run, default geometry
+		{[]string{"--workload", "seq"}, "PASS"},
+		{[]string{"--reserve", "0"}, "PASS"},
+		{[]string{"--warmup", "0", "--passes", "0.2"}, "FAIL"}, // GC not yet in steady state
+		{[]string{"--workload", "hotcold"}, "NONE"},
+	} {
+		root := newRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"nandsim"}, c.args...))
+		err := root.Execute()
+		if (err != nil) != (c.verdict == "FAIL") {
+			t.Errorf("nandsim %v: error %v, want one only for FAIL", c.args, err)
+		}
+		if !strings.Contains(out.String(), "\n"+c.verdict+": ") {
+			t.Errorf("nandsim %v: no %s line:\n%s", c.args, c.verdict, out.String())
+		}
+	}
+}

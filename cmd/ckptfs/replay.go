@@ -12,6 +12,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/replay"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func init() { subcommands = append(subcommands, newReplayCommand) }
@@ -95,11 +96,16 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 				return fmt.Errorf("--keep %q: want all or latest", keep)
 			}
 			out := cmd.OutOrStdout()
+			var progress io.Writer
+			if !quiet {
+				progress = progressTo(cmd.ErrOrStderr())
+			}
 			if !compare {
-				res, err := runReplay(args, o, "replay", quiet)
+				res, err := runReplay(args, o, "replay", progress)
 				if err != nil {
 					return err
 				}
+				noTensorsNote(cmd.ErrOrStderr(), args, res.Steps)
 				if asJSON {
 					return writeJSON(out, res)
 				}
@@ -116,9 +122,12 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 					p.SnapDis = 1
 				}
 				o.Policy = p
-				res, err := runReplay(args, o, m.Name, quiet)
+				res, err := runReplay(args, o, m.Name, progress)
 				if err != nil {
 					return fmt.Errorf("%s: %w", m.Name, err)
+				}
+				if len(rows) == 0 {
+					noTensorsNote(cmd.ErrOrStderr(), args, res.Steps)
 				}
 				rows = append(rows, compareRow{Method: m.Name, Codec: p.Codec.String(), Scheme: p.Scheme.String(),
 					SnapDis: policy.FormatSnapDis(p.SnapDis), Result: res})
@@ -136,7 +145,7 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 	fl.StringVar(&keep, "keep", "all", "all: keep every file; latest: delete older files of a family once a newer one is saved (Algorithm 2)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON with the metric names of docs/ARCHITECTURE.md as keys")
 	fl.BoolVar(&compare, "compare", false, "run the paper's seven methods and planes and print one table")
-	fl.BoolVar(&quiet, "quiet", false, "no progress bar")
+	fl.BoolVar(&quiet, "quiet", false, "no progress bar (there is none unless stderr is a terminal)")
 	fl.BoolVar(&files, "files", false, "also list the files kept at the end")
 	fl.StringVar(&deviceSize, "device-size", "", "physical size of the simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
 	fl.StringVar(&workDir, "work-dir", "", "directory for the throw-away store (default: the system temp dir)")
@@ -144,9 +153,38 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 	return cmd
 }
 
-func runReplay(files []string, o replay.Options, label string, quiet bool) (*replay.Result, error) {
-	if !quiet {
-		bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription(label),
+// progressTo is where replay draws its progress bar: w when it is a
+// terminal, else nowhere (nil), so logs and pipes get no bar.
+func progressTo(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+		return nil
+	}
+	return f
+}
+
+// noTensorsNote says which files no detector found tensors in: replay
+// stored them as plain bytes, so their rows say nothing about checkpoints.
+// Steps follow files in order; a step's path is relative to the files'
+// common directory, so the note names the file as given.
+func noTensorsNote(out io.Writer, files []string, steps []replay.Step) {
+	for i, s := range steps {
+		if s.Format == "generic" || s.Format == "unknown" {
+			name := s.Path
+			if len(steps) == len(files) {
+				name = files[i]
+			}
+			fmt.Fprintf(out, "no tensors found in %s: it is stored as raw bytes\n", name)
+		}
+	}
+}
+
+func runReplay(files []string, o replay.Options, label string, progress io.Writer) (*replay.Result, error) {
+	if progress != nil {
+		bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription(label),
 			progressbar.OptionShowBytes(true), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(200*time.Millisecond))
 		o.Progress = func(done, total int64) {
 			bar.ChangeMax64(total)

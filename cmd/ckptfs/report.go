@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/replay"
 	"github.com/spf13/cobra"
 )
@@ -106,12 +105,12 @@ bytes written.`,
 // loadStoreReport opens an unmounted store with the policy it was last used
 // with and takes its report.
 func loadStoreReport(dir string) (*reportData, error) {
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
+	ds, err := openExistingStore(dir)
 	if errors.Is(err, chain.ErrLocked) {
 		return nil, fmt.Errorf("%w: it is mounted; unmount it first", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", dir, err)
+		return nil, err
 	}
 	defer ds.Close()
 	rep, err := ds.Report(chain.ReportOptions{})

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -12,6 +16,7 @@ import (
 // device beside the shadow (what a plain filesystem would have written),
 // then families and files.
 func printReport(out io.Writer, r *chain.Report, files bool) {
+	fmt.Fprintln(out, headline(r))
 	fmt.Fprintf(out, "codec %s, scheme %s, snap-dis %s\n\n", r.Codec, r.Scheme, r.SnapDis)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tckptfs\tplain fs (shadow)\tratio\t")
@@ -44,7 +49,7 @@ func printReport(out io.Writer, r *chain.Report, files bool) {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "FAMILY\tSAVED\tKEPT\tLOGICAL (KEPT)\tSTORED\tSTORED/LOGICAL")
-		for _, f := range r.FamilyRows {
+		for _, f := range sortedNaturally(r.FamilyRows, func(f chain.FamilyRow) string { return f.Name }) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", f.Name, f.Versions, f.Kept, thousands(f.LogicalBytes),
 				thousands(f.StoredBytes), ratioString(f.StoredBytes, f.LogicalBytes))
 		}
@@ -54,7 +59,7 @@ func printReport(out io.Writer, r *chain.Report, files bool) {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "FILE\tSIZE\tSTORED\tDEPTH\tCODEC\tFORMAT\tINGEST\tREFERENCE (WHY)")
-		for _, f := range r.FileRows {
+		for _, f := range sortedNaturally(r.FileRows, func(f chain.FileRow) string { return f.Path }) {
 			ref := "-"
 			if f.Reference != 0 {
 				ref = fmt.Sprintf("%s (%s)", orUnknown(f.RefPath), f.RefReason)
@@ -81,9 +86,14 @@ func ratioString(a, b int64) string {
 	return fmt.Sprintf("%.3f", float64(a)/float64(b))
 }
 
+// days formats a lifetime: whole days, two significant digits under ten
+// (a store written for minutes projects less than a day).
 func days(d float64) string {
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		return "-"
+	case d < 10:
+		return strconv.FormatFloat(d, 'g', 2, 64)
 	}
 	return fmt.Sprintf("%.0f", d)
 }
@@ -106,4 +116,81 @@ func thousands(n int64) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// headline is the report in one line: how much less ckptfs wrote than a
+// plain filesystem would have, and what that did to erases and lifetime.
+func headline(r *chain.Report) string {
+	d, s := r.Device, r.Shadow
+	if s.HostPagesWritten == 0 {
+		return "nothing written yet"
+	}
+	var line string
+	switch saved := 1 - r.WrittenVolumeRatio; {
+	case saved >= 0:
+		line = fmt.Sprintf("wrote %.1f%% less than a plain filesystem", 100*saved)
+	default:
+		line = fmt.Sprintf("wrote %.1f%% more than a plain filesystem", -100*saved)
+	}
+	line += fmt.Sprintf(" (%s against %s pages)", thousands(d.HostPagesWritten), thousands(s.HostPagesWritten))
+	switch {
+	case r.EraseRatio == nil && d.Erases == 0:
+		line += "; no erases yet on either device (GC has not run: a fresh device; mount with --precondition to see wear)"
+	case r.EraseRatio == nil:
+		line += fmt.Sprintf("; erases %s, plain filesystem none", thousands(d.Erases))
+	default:
+		er := *r.EraseRatio
+		if er <= 1 {
+			line += fmt.Sprintf("; erases %.1f%% fewer (%s against %s)", 100*(1-er), thousands(d.Erases), thousands(s.Erases))
+		} else {
+			line += fmt.Sprintf("; erases %.1f%% more (%s against %s)", 100*(er-1), thousands(d.Erases), thousands(s.Erases))
+		}
+	}
+	if r.Lifetime.DeviceDays > 0 && r.Lifetime.ShadowDays > 0 {
+		line += fmt.Sprintf("; device lifetime %s days against %s", days(r.Lifetime.DeviceDays), days(r.Lifetime.ShadowDays))
+	}
+	return line
+}
+
+// sortedNaturally returns rows ordered by name with runs of digits
+// compared as numbers: checkpoint-896 before checkpoint-1280.
+func sortedNaturally[T any](rows []T, name func(T) string) []T {
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b T) int { return naturalCompare(name(a), name(b)) })
+	return out
+}
+
+// naturalCompare orders strings with runs of ASCII digits compared by
+// value (then by length, so 007 after 7), everything else bytewise.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(da, db); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digitRun(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/spf13/cobra"
 )
 
@@ -42,7 +41,7 @@ daemon) or --store for an unmounted store.`,
 					return fmt.Errorf("stats.json: %w", err)
 				}
 			case store != "":
-				ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
+				ds, err := openExistingStore(store)
 				if errors.Is(err, chain.ErrLocked) {
 					return fmt.Errorf("%w: it is mounted; run ckptfs stats MOUNTPOINT", err)
 				}

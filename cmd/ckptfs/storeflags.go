@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -109,4 +110,34 @@ func defaultStoreDir(mountpoint string) (string, error) {
 		name = "root"
 	}
 	return filepath.Join(base, "ckptfs", "stores", name), nil
+}
+
+// requireStore refuses a directory that is not a ckptfs store (no meta.db),
+// so that the commands that read a store never create one where a path was
+// mistyped.
+func requireStore(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("store %s does not exist", dir)
+	case err != nil:
+		return fmt.Errorf("store %s: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("store %s is not a directory", dir)
+	}
+	if _, err := os.Stat(filepath.Join(dir, chain.MetaFile)); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s is not a ckptfs store (it has no %s): give the --store directory of a mount", dir, chain.MetaFile)
+	} else if err != nil {
+		return fmt.Errorf("store %s: %w", dir, err)
+	}
+	return nil
+}
+
+// openExistingStore opens a store that must already exist, with the policy
+// it was last mounted with: what stats, fsck and report read.
+func openExistingStore(dir string) (*chain.DirStore, error) {
+	if err := requireStore(dir); err != nil {
+		return nil, err
+	}
+	return chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
 }
