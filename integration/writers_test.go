@@ -29,16 +29,21 @@ const writerSaves = 3
 type writerCase struct {
 	name    string
 	tensors *regexp.Regexp
+	args    []string // more writers.py flags
 }
 
 var writerCases = []writerCase{
-	{"hf-trainer", regexp.MustCompile(`/(model\.safetensors|optimizer\.pt)$`)},
-	{"save-pretrained-sharded", regexp.MustCompile(`/model-\d+-of-\d+\.safetensors$`)},
-	{"torch-last", regexp.MustCompile(`^(ckpt_\d+|last)\.pt$`)},
-	{"lightning", regexp.MustCompile(`\.ckpt$`)},
-	{"dcp", regexp.MustCompile(`/__\d+_\d+\.distcp$`)},
-	{"dcp-2rank", regexp.MustCompile(`/__\d+_\d+\.distcp$`)},
-	{"safetensors", regexp.MustCompile(`\.safetensors$`)},
+	// The Trainer's run is the issue's goal (ratio within 3% of replay and
+	// below 0.9): a 3.2 M-parameter GPT-2 (39 MB a save), so that the
+	// checkpoints, not the metadata of its sixteen small files, dominate
+	// what is written, as they do in a real training.
+	{"hf-trainer", regexp.MustCompile(`/(model\.safetensors|optimizer\.pt)$`), []string{"--width", "256", "--layers", "4"}},
+	{"save-pretrained-sharded", regexp.MustCompile(`/model-\d+-of-\d+\.safetensors$`), nil},
+	{"torch-last", regexp.MustCompile(`^(ckpt_\d+|last)\.pt$`), nil},
+	{"lightning", regexp.MustCompile(`\.ckpt$`), nil},
+	{"dcp", regexp.MustCompile(`/__\d+_\d+\.distcp$`), nil},
+	{"dcp-2rank", regexp.MustCompile(`/__\d+_\d+\.distcp$`), nil},
+	{"safetensors", regexp.MustCompile(`\.safetensors$`), nil},
 }
 
 // venvPython returns the python of the writers' venv (CKPTFS_PYTHON, which
@@ -70,9 +75,9 @@ type writerSummary struct {
 }
 
 // runWriter runs `writers.py name --out out --archive archive`.
-func runWriter(t testing.TB, py, name, out, archive string) writerSummary {
+func runWriter(t testing.TB, py, name, out, archive string, extra ...string) writerSummary {
 	t.Helper()
-	cmd := exec.Command(py, "py/writers.py", name, "--out", out, "--archive", archive, "--saves", fmt.Sprint(writerSaves))
+	cmd := exec.Command(py, append([]string{"py/writers.py", name, "--out", out, "--archive", archive, "--saves", fmt.Sprint(writerSaves)}, extra...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -160,8 +165,8 @@ func mountAt(t testing.TB, dir, store string, flags ...string) *mount {
 //	    with float tensors from save k >= 2 is coded against its own
 //	    predecessor: the file of save k-1 whose name differs least (last.pt
 //	    against last.pt, "same-file"; shard 2 against shard 2; rank 1's
-//	    __1_0.distcp against rank 1's), with chain_depth k-1, in the JSON
-//	    report and in the file's xattrs;
+//	    __1_0.distcp against rank 1's), with chain_depth k-1 deltas past the
+//	    file's first save, in the JSON report and in the file's xattrs;
 //	(c) the mount's written_volume_ratio is within 3% of `ckptfs replay` of
 //	    the archived saves in order;
 //
@@ -180,7 +185,7 @@ func testWriter(t *testing.T, py string, c writerCase) {
 	mountArchive := filepath.Join(base, "mount-archive")
 
 	// The plain run writes at the path the mount will have, then moves away.
-	plainSum := runWriter(t, py, c.name, run, plainArchive)
+	plainSum := runWriter(t, py, c.name, run, plainArchive, c.args...)
 	if err := os.Rename(run, plain); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +193,7 @@ func testWriter(t *testing.T, py string, c writerCase) {
 		t.Fatal(err)
 	}
 	m := mountAt(t, run, filepath.Join(base, "store"), "--snap-dis", "100")
-	mountSum := runWriter(t, py, c.name, run, mountArchive)
+	mountSum := runWriter(t, py, c.name, run, mountArchive, c.args...)
 
 	// (a) the files left at the end, and every save as it was written.
 	compareWriterTrees(t, py, plain, run)
@@ -203,6 +208,9 @@ func testWriter(t *testing.T, py string, c writerCase) {
 
 	// (c) against an offline replay of the same saves.
 	replayRatio := replayArchive(t, mountArchive, man)
+	if c.name == "hf-trainer" && st.WrittenVolumeRatio >= 0.9 {
+		t.Errorf("written_volume_ratio %.4f, want below 0.9 for the Trainer's saves", st.WrittenVolumeRatio)
+	}
 	if rel := math.Abs(st.WrittenVolumeRatio-replayRatio) / replayRatio; rel > 0.03 {
 		t.Errorf("written_volume_ratio: mount %.4f, replay of the same saves %.4f (%.1f%% apart, want within 3%%)",
 			st.WrittenVolumeRatio, replayRatio, 100*rel)
@@ -376,8 +384,11 @@ func checkProvenance(t *testing.T, m *mount, c writerCase, man writerManifest, s
 			} else if r := str(f.RefReason); r != "family" && r != "layout" {
 				bad = append(bad, fmt.Sprintf("ref_reason %q, want family or layout", r))
 			}
-			if f.Depth != uint32(k) {
-				bad = append(bad, fmt.Sprintf("chain_depth %d, want %d", f.Depth, k))
+			// k deltas since the file's first save, which may itself be
+			// coded against a file of the same layout saved just before
+			// it (last.pt's first save against ckpt_0010.pt).
+			if f.Depth != uint32(k) && f.Depth != uint32(k+1) {
+				bad = append(bad, fmt.Sprintf("chain_depth %d, want %d (or %d)", f.Depth, k, k+1))
 			}
 		}
 		if len(bad) > 0 {
