@@ -155,6 +155,36 @@ func (s *Store) loadLayout(l policy.Layout) error {
 	})
 }
 
+// freeUnneeded frees the versions neither live nor needed by another. A
+// release that waited for a pin (an ingest coding against the version)
+// frees the version when the pin goes; a crash in between leaves it behind.
+// Run at open, before any pin exists.
+func (s *Store) freeUnneeded() (int, error) {
+	var unneeded []meta.VersionID
+	err := s.update(func(tx *txn) error {
+		unneeded = unneeded[:0]
+		err := tx.mtx.ForEachVersion(func(v *meta.Version) error {
+			if !v.Live && v.Dependents == 0 {
+				unneeded = append(unneeded, v.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range unneeded {
+			if err := tx.releaseVersion(id, noClaim); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("free unneeded versions: %w", err)
+	}
+	return len(unneeded), nil
+}
+
 // recover runs at open. Orphans (unlinked while open) are released: no
 // process has them open any more. After an unclean stop, the backend gives
 // back what uncommitted writes left.
@@ -174,6 +204,15 @@ func (s *Store) recover() error {
 	for _, ino := range orphans {
 		if err := s.Forget(ino); err != nil {
 			return fmt.Errorf("recover: release orphan %d: %w", ino, err)
+		}
+	}
+	if !clean {
+		n, err := s.freeUnneeded()
+		if err != nil {
+			return fmt.Errorf("recover: %w", err)
+		}
+		if n > 0 {
+			logrus.Warnf("freed %d versions whose release the crash interrupted", n)
 		}
 	}
 	return nil
