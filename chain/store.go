@@ -63,6 +63,7 @@ type Store struct {
 	jobs      chan *chunkJob // to the encode workers
 	closeOnce sync.Once
 
+	resv     reservations // space of accepted, uncommitted writes
 	pinMu    sync.Mutex
 	pins     map[meta.VersionID]int
 	deferred map[meta.VersionID]bool // pinned versions whose release waits

@@ -39,6 +39,7 @@ type Writer struct {
 	windowBytes int64
 	draft       *draft // fallback mode
 	mtime       int64
+	resv        int64 // backend blocks reserved for the accepted bytes (reserve.go)
 }
 
 // extent is bytes of the window at file offset off.
@@ -102,6 +103,10 @@ func (w *Writer) WriteAt(p []byte, off int64, mtime int64) (int, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.reserveFor(len(p)); err != nil {
+		return 0, err
+	}
+	defer w.settle()
 	w.mtime = mtime
 	if w.ingest != nil {
 		front, end := w.ingest.Size(), off+int64(len(p))
@@ -202,6 +207,7 @@ func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
 		}
 		return n, nil
 	}
+	defer w.settle()
 	if err := w.toDraft(); err != nil {
 		return 0, err
 	}
@@ -215,6 +221,7 @@ func (w *Writer) Truncate(size int64, mtime int64) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.settle()
 	w.mtime = mtime
 	if w.ingest != nil && size >= w.ingest.Size() {
 		// Growing, or cutting only what the window holds: the bytes
@@ -271,6 +278,7 @@ func (w *Writer) toDraft() error {
 func (w *Writer) Commit() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.unreserve()
 	if w.ingest != nil {
 		in := w.ingest
 		w.ingest = nil
@@ -354,6 +362,7 @@ func (w *Writer) commitPending(p *pendingVersion, change wear.Change) error {
 func (w *Writer) Abort() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.unreserve()
 	if w.ingest != nil {
 		w.ingest.Abort()
 		w.ingest = nil

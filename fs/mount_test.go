@@ -11,6 +11,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/chain/storage/memstore"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
@@ -74,6 +75,13 @@ type testMount struct {
 // the report (.ckptfs/stats.json) or a remount use mountStore.
 func newTestMount(t testing.TB) *testMount {
 	t.Helper()
+	return newTestMountOn(t, nil)
+}
+
+// newTestMountOn is newTestMount on the given backend (nil: a fresh
+// memstore of 48 MiB).
+func newTestMountOn(t testing.TB, backend storage.Backend) *testMount {
+	t.Helper()
 	needFuse(t)
 	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), backend: true}
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
@@ -83,8 +91,11 @@ func newTestMount(t testing.TB) *testMount {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 48 MiB of 4 KiB blocks: room for the tests' files, small enough to fill.
-	store, err := chain.NewStore(db, memstore.New(4096, 12<<10), nil, chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20})
+	if backend == nil {
+		// 48 MiB of 4 KiB blocks: room for the tests' files, small enough to fill.
+		backend = memstore.New(4096, 12<<10)
+	}
+	store, err := chain.NewStore(db, backend, nil, chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20})
 	if err != nil {
 		db.Close()
 		t.Fatal(err)

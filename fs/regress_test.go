@@ -9,10 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/storage"
+	"github.com/ckptfs/ckptfs/chain/storage/memstore"
 	"golang.org/x/sys/unix"
 )
 
@@ -204,16 +208,10 @@ func TestControlFileAttributes(t *testing.T) {
 	}
 }
 
-// TestFailedCommitKeepsOldContent: an in-place write whose commit fails
-// (a full device) reports ENOSPC at close and leaves the previous content,
-// and a later read-only open sees that content, not the rejected bytes
-// left in the kernel's page cache (it did, in some runs).
-func TestFailedCommitKeepsOldContent(t *testing.T) {
-	m := newTestMount(t)
-	old := randomBytes(21, 8<<20)
-	writePieces(t, m.path("a"), old)
-	// Fill the device: files of random bytes until one does not fit, then
-	// smaller ones.
+// fillDevice writes files of random bytes until one does not fit, then
+// smaller ones, down to less than a page free.
+func fillDevice(t *testing.T, m *testMount) {
+	t.Helper()
 	for i, size := 0, 1<<20; size >= 4096; i++ {
 		err := os.WriteFile(m.path(fmt.Sprintf("filler-%d", i)), randomBytes(int64(100+i), size), 0o644)
 		if errors.Is(err, syscall.ENOSPC) {
@@ -222,6 +220,59 @@ func TestFailedCommitKeepsOldContent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestWriteFailsWhenFull: on a full device, write(2) itself fails with
+// ENOSPC, as on a plain filesystem; it used to succeed, the error came only
+// at close (which `echo x > f` never checks), and the file stayed empty.
+func TestWriteFailsWhenFull(t *testing.T) {
+	m := newTestMount(t)
+	fillDevice(t, m)
+	f, err := os.Create(m.path("small"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write([]byte("x\n"))
+	wantErrno(t, "write to a full device", err, syscall.ENOSPC)
+	if err := f.Close(); err != nil {
+		t.Fatalf("close after the refused write: %v", err)
+	}
+	wantSize(t, m.path("small"), 0)
+	// Space given back is usable again.
+	if err := os.Remove(m.path("filler-0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.path("small"), []byte("x\n"), 0o644); err != nil {
+		t.Fatalf("write after freeing space: %v", err)
+	}
+	wantContent(t, m.path("small"), []byte("x\n"))
+}
+
+// fullAtCommit is a backend that runs out of space on demand: writes are
+// accepted (their space is reserved from what Space reports) and the
+// commit's pack writes then fail, as when another writer took the space.
+type fullAtCommit struct {
+	storage.Backend
+	full atomic.Bool
+}
+
+func (b *fullAtCommit) Write(data []byte) (storage.Location, error) {
+	if b.full.Load() {
+		return nil, fmt.Errorf("test: device full: %w", chain.ErrNoSpace)
+	}
+	return b.Backend.Write(data)
+}
+
+// TestFailedCommitKeepsOldContent: an in-place write whose commit fails
+// (the device full at commit) reports ENOSPC at close and leaves the previous content,
+// and a later read-only open sees that content, not the rejected bytes
+// left in the kernel's page cache (it did, in some runs).
+func TestFailedCommitKeepsOldContent(t *testing.T) {
+	backend := &fullAtCommit{Backend: memstore.New(4096, 12<<10)}
+	m := newTestMountOn(t, backend)
+	old := randomBytes(21, 8<<20)
+	writePieces(t, m.path("a"), old)
+	backend.full.Store(true)
 	for round := range 3 {
 		w, err := os.OpenFile(m.path("a"), os.O_RDWR, 0)
 		if err != nil {
