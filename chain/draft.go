@@ -107,14 +107,26 @@ func (d *draft) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (d *draft) setPage(idx int64, pg []byte) error {
+	if _, ok := d.mem[idx]; !ok {
+		d.s.dirty.add(d.ps)
+	}
 	d.mem[idx] = pg
 	if sp, ok := d.staged[idx]; ok {
 		d.unstage(idx, sp)
 	}
-	if len(d.mem) > draftMemPages {
-		return d.spill(len(d.mem) / 2)
+	// Bounded per draft, and for all writers together.
+	if len(d.mem) > draftMemPages || d.s.dirty.over() {
+		return d.spill(max(1, len(d.mem)/2))
 	}
 	return nil
+}
+
+// dropMem forgets in-memory page idx.
+func (d *draft) dropMem(idx int64) {
+	if _, ok := d.mem[idx]; ok {
+		delete(d.mem, idx)
+		d.s.dirty.add(-d.ps)
+	}
 }
 
 // spill stages n in-memory pages on the device.
@@ -136,7 +148,7 @@ func (d *draft) spill(n int) error {
 	d.batches = append(d.batches, loc)
 	for i, idx := range idxs {
 		d.staged[idx] = stagedPage{batch: len(d.batches) - 1, page: int64(i)}
-		delete(d.mem, idx)
+		d.dropMem(idx)
 	}
 	return nil
 }
@@ -179,7 +191,7 @@ func (d *draft) Truncate(size int64) error {
 		lastKept := (size + d.ps - 1) / d.ps // pages [0, lastKept) stay
 		for idx := range d.mem {
 			if idx >= lastKept {
-				delete(d.mem, idx)
+				d.dropMem(idx)
 			}
 		}
 		for idx, sp := range d.staged {
@@ -238,6 +250,7 @@ func (d *draft) release() {
 	for _, loc := range d.batches {
 		d.s.data.Release(loc)
 	}
+	d.s.dirty.add(-int64(len(d.mem)) * d.ps)
 	d.batches, d.staged, d.mem = nil, map[int64]stagedPage{}, map[int64][]byte{}
 	if d.temp != nil {
 		d.s.discard(d.temp)

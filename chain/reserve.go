@@ -92,3 +92,48 @@ func (w *Writer) settle() {
 func (w *Writer) unreserve() {
 	w.s.forceReserve(&w.resv, 0)
 }
+
+// DefaultDirtyBytes is the memory all writers together keep for bytes not
+// yet streamed: enough for several out-of-order saves at once, bounded
+// however many files are open (each writer alone keeps at most 64 MiB).
+const DefaultDirtyBytes = 256 << 20
+
+// dirtyMemory counts the bytes held by windows and drafts' pages, for the
+// whole store.
+type dirtyMemory struct {
+	mu    sync.Mutex
+	held  int64
+	limit int64
+}
+
+// take claims n bytes if they fit under the limit.
+func (m *dirtyMemory) take(n int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.held+n > m.limit {
+		return false
+	}
+	m.held += n
+	return true
+}
+
+// add claims (or, negative, gives back) n bytes whatever the limit.
+func (m *dirtyMemory) add(n int64) {
+	m.mu.Lock()
+	m.held += n
+	m.mu.Unlock()
+}
+
+// over reports whether the holders are past the limit.
+func (m *dirtyMemory) over() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held > m.limit
+}
+
+// DirtyBytes is the memory held now by uncommitted bytes.
+func (s *Store) DirtyBytes() int64 {
+	s.dirty.mu.Lock()
+	defer s.dirty.mu.Unlock()
+	return s.dirty.held
+}

@@ -34,6 +34,11 @@ type Options struct {
 	// the next save of each family, and rebuilt chunks for reads. 0:
 	// DefaultCacheBytes.
 	CacheBytes int64
+	// DirtyBytes bounds the uncommitted bytes all writers together keep in
+	// memory (out-of-order windows and fallback drafts); past it, windows
+	// fall back and drafts stage their pages on the backend. 0:
+	// DefaultDirtyBytes.
+	DirtyBytes int64
 	// Workers encode and decode chunks in parallel. 0: GOMAXPROCS.
 	Workers int
 	// Now supplies timestamps (tests fix it). nil: time.Now.
@@ -64,6 +69,7 @@ type Store struct {
 	closeOnce sync.Once
 
 	resv     reservations // space of accepted, uncommitted writes
+	dirty    dirtyMemory  // memory of uncommitted bytes, all writers together
 	pinMu    sync.Mutex
 	pins     map[meta.VersionID]int
 	deferred map[meta.VersionID]bool // pinned versions whose release waits
@@ -82,6 +88,10 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	s := &Store{db: db, data: data, wear: accounts, blockSize: data.BlockSize(), pol: opts.Policy,
 		workers: opts.Workers, now: opts.Now, pins: map[meta.VersionID]int{},
 		deferred: map[meta.VersionID]bool{}, pending: map[meta.VersionID]*pendingVersion{}}
+	s.dirty.limit = opts.DirtyBytes
+	if s.dirty.limit <= 0 {
+		s.dirty.limit = DefaultDirtyBytes
+	}
 	if s.workers <= 0 {
 		s.workers = runtime.GOMAXPROCS(0)
 	}

@@ -121,7 +121,9 @@ func (w *Writer) WriteAt(p []byte, off int64, mtime int64) (int, error) {
 				return 0, err
 			}
 			return len(p), nil
-		case off > front && w.windowBytes+int64(len(p)) <= maxWindowBytes && len(w.window) < maxWindowExtents:
+		case off > front && w.windowBytes+int64(len(p)) <= maxWindowBytes && len(w.window) < maxWindowExtents &&
+			w.s.dirty.take(int64(len(p))):
+			w.s.dirty.add(-int64(len(p))) // counted again as the window takes it
 			w.cutWindow(off, end)
 			w.insertWindow(extent{off: off, data: append([]byte(nil), p...)})
 			w.size = max(w.size, end)
@@ -145,16 +147,16 @@ func (w *Writer) cutWindow(from, to int64) {
 			kept = append(kept, e)
 			continue
 		}
-		w.windowBytes -= int64(len(e.data))
+		w.windowDelta(-int64(len(e.data)))
 		if e.off < from {
 			left := extent{off: e.off, data: e.data[:from-e.off]}
 			kept = append(kept, left)
-			w.windowBytes += int64(len(left.data))
+			w.windowDelta(int64(len(left.data)))
 		}
 		if e.end() > to {
 			right := extent{off: to, data: e.data[to-e.off:]}
 			kept = append(kept, right)
-			w.windowBytes += int64(len(right.data))
+			w.windowDelta(int64(len(right.data)))
 		}
 	}
 	w.window = kept
@@ -166,7 +168,20 @@ func (w *Writer) insertWindow(e extent) {
 	w.window = append(w.window, extent{})
 	copy(w.window[i+1:], w.window[i:])
 	w.window[i] = e
-	w.windowBytes += int64(len(e.data))
+	w.windowDelta(int64(len(e.data)))
+}
+
+// windowDelta counts d more bytes in the window, for the writer and for the
+// store's memory bound.
+func (w *Writer) windowDelta(d int64) {
+	w.windowBytes += d
+	w.s.dirty.add(d)
+}
+
+// dropWindow forgets the window.
+func (w *Writer) dropWindow() {
+	w.windowDelta(-w.windowBytes)
+	w.window = nil
 }
 
 // drain ingests the window's bytes that now follow the ingest's end.
@@ -174,7 +189,7 @@ func (w *Writer) drain() error {
 	for len(w.window) > 0 && w.window[0].off == w.ingest.Size() {
 		e := w.window[0]
 		w.window = w.window[1:]
-		w.windowBytes -= int64(len(e.data))
+		w.windowDelta(-int64(len(e.data)))
 		if err := w.ingest.Write(e.data); err != nil {
 			return err
 		}
@@ -258,8 +273,8 @@ func (w *Writer) toDraft() error {
 	// and every page written.
 	d.truncated, d.truncMin, d.rewritten = true, 0, p.Size()
 	window, size := w.window, w.size
-	w.window, w.windowBytes = nil, 0
 	w.draft = d
+	defer w.dropWindow()
 	if size > d.size {
 		if err := d.Truncate(size); err != nil {
 			return err
@@ -279,6 +294,7 @@ func (w *Writer) Commit() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.unreserve()
+	defer w.dropWindow()
 	if w.ingest != nil {
 		in := w.ingest
 		w.ingest = nil
@@ -337,7 +353,7 @@ func (w *Writer) finishStream(in *ingest) (*pendingVersion, error) {
 			return nil, err
 		}
 	}
-	w.window, w.windowBytes = nil, 0
+	w.dropWindow()
 	if err := fill(w.size); err != nil {
 		return nil, err
 	}
@@ -363,6 +379,7 @@ func (w *Writer) Abort() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.unreserve()
+	w.dropWindow()
 	if w.ingest != nil {
 		w.ingest.Abort()
 		w.ingest = nil
