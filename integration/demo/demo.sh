@@ -33,8 +33,8 @@ step "reference run: the same training into a plain directory"
 mv "$RUN" "$PLAIN"
 mkdir "$RUN"
 
-step "mount ckptfs at $RUN (store $STORE)"
-"$BIN" mount --store "$STORE" "$RUN"
+step "mount ckptfs at $RUN (store $STORE; a 512 MiB simulated SSD preconditioned to a worn-in state, so saves cause erases)"
+"$BIN" mount --store "$STORE" --precondition --device-size 512MiB "$RUN"
 
 step "train: GPT-2 (4 layers, 256 wide, 3.2 M parameters), AdamW, 300 steps; the Hugging Face Trainer saves checkpoint-N/ every 50 steps and keeps the last 3"
 "$PY" "${TRAIN[@]}" --out "$RUN" 2> >(grep -v -e '^Writing model shards' -e 'loss_type=None' >&2)
