@@ -47,9 +47,10 @@ func newMountCommand() *cobra.Command {
 (the daemon keeps running in the background and logs to STORE/ckptfs.log).
 With --foreground it stays in the foreground until unmounted or interrupted.
 
-The store defaults to $XDG_DATA_HOME/ckptfs/stores/<mount point path>
+The store defaults to $XDG_DATA_HOME/ckptfs/stores/<path tail>-<hash of path>
 (~/.local/share/... without XDG_DATA_HOME), so remounting a directory finds
-its store again. The coding flags (--codec, --scheme, --snap-dis, --max-depth)
+its store again (a store made by an older ckptfs, named by the path alone,
+is still found). The coding flags (--codec, --scheme, --snap-dis, --max-depth)
 apply to files written from now on; without them the store keeps the policy it
 was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 "fusermount3 -u MOUNTPOINT".`,
