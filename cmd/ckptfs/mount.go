@@ -65,6 +65,9 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 					return err
 				}
 			}
+			if err := checkStoreTrusted(f.store); err != nil {
+				return err
+			}
 			if _, err := os.Stat("/dev/fuse"); err != nil {
 				return fmt.Errorf("/dev/fuse is missing (%w): load the fuse module, or give the container --device /dev/fuse", err)
 			}
@@ -201,7 +204,7 @@ func removeNewStore(store string, created []string) {
 		return // another daemon created it meanwhile and holds it
 	}
 	if len(created) == 0 {
-		for _, name := range []string{chain.MetaFile, chain.DeviceFile, chain.DeviceStateFile, chain.ShadowStateFile, logName} {
+		for _, name := range storeFiles {
 			if err := os.Remove(filepath.Join(store, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				logrus.WithError(err).Warn("remove what the failed mount created")
 			}
@@ -232,7 +235,7 @@ type errReported struct{ error }
 
 // storeLocked reports whether a ckptfs process holds the store open.
 func storeLocked(store string) bool {
-	f, err := os.Open(filepath.Join(store, chain.MetaFile))
+	f, err := openNoFollow(filepath.Join(store, chain.MetaFile), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -256,7 +259,7 @@ func daemonize(out io.Writer, mp, store string) error {
 		return fmt.Errorf("store %s: %w", store, err)
 	}
 	logPath := filepath.Join(store, logName)
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := openNoFollow(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}
@@ -472,7 +475,7 @@ func unmount(mp string, lazy bool) error {
 func waitUnlocked(path string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		f, err := os.Open(path)
+		f, err := openNoFollow(path, os.O_RDONLY, 0)
 		if err != nil {
 			return nil
 		}

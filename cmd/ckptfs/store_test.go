@@ -253,3 +253,32 @@ func TestAnalyzeNoTensors(t *testing.T) {
 		t.Fatalf("analyze of text files: %v; want no tensors found in %s", err, a)
 	}
 }
+
+// TestOpenDirDoesNotFollowSymlinks (issue 21 item 6): the store's files are
+// opened with O_NOFOLLOW, so a symlink planted in a store (after mount's
+// checks, or in a store that stats and fsck read) is not followed to create
+// or write a file elsewhere.
+func TestOpenDirDoesNotFollowSymlinks(t *testing.T) {
+	for _, name := range []string{chain.MetaFile, chain.DeviceFile} {
+		tmp := t.TempDir()
+		store := filepath.Join(tmp, "store")
+		if err := os.Mkdir(store, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(tmp, "elsewhere")
+		if err := os.Symlink(target, filepath.Join(store, name)); err != nil {
+			t.Fatal(err)
+		}
+		dev, _ := deviceForSize("64MiB")
+		ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
+		if err == nil {
+			ds.Close()
+			t.Errorf("a store whose %s is a symlink was opened", name)
+		} else if !errors.Is(err, syscall.ELOOP) {
+			t.Errorf("%s symlink: %v; want ELOOP", name, err)
+		}
+		if _, err := os.Lstat(target); err == nil {
+			t.Errorf("opening the store created %s through its %s symlink", target, name)
+		}
+	}
+}
