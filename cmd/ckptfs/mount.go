@@ -20,6 +20,7 @@ import (
 	"github.com/ckptfs/ckptfs/fs"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func init() { subcommands = append(subcommands, newMountCommand, newUmountCommand) }
@@ -120,20 +121,32 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 
 // checkMountpoint returns the absolute mount point, refusing missing,
 // non-directory and busy ones; a dead ckptfs mount left by a killed daemon
-// is cleared.
+// is cleared (lazily unmounted), saying so.
 func checkMountpoint(arg string) (string, error) {
 	mp, err := filepath.Abs(arg)
 	if err != nil {
 		return "", err
 	}
-	fi, err := os.Stat(mp)
-	switch {
-	case errors.Is(err, syscall.ENOTCONN):
-		logrus.Warnf("%s is a dead FUSE mount (its daemon died); unmounting it", mp)
+	err = probeMount(mp)
+	// ENOTCONN: the connection is gone; ECONNABORTED: the probe was
+	// queued while the daemon was dying, and ended by the abort.
+	if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) {
+		if fstype, ok := mountType(mp); !ok || fstype != ckptfsType {
+			what := "inside a dead FUSE mount"
+			if ok {
+				what = "a dead " + fstype + " mount"
+			}
+			return "", fmt.Errorf("mount point %s is %s (its server died): unmount it first (fusermount3 -u -z)", mp, what)
+		}
+		logrus.Warnf("%s is a dead ckptfs mount (its daemon died); unmounting it", mp)
 		if err := unmount(mp, true); err != nil {
 			return "", fmt.Errorf("clear dead mount %s: %w", mp, err)
 		}
-		fi, err = os.Stat(mp)
+		err = probeMount(mp)
+	}
+	fi, serr := os.Stat(mp)
+	if err == nil {
+		err = serr
 	}
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -149,21 +162,61 @@ func checkMountpoint(arg string) (string, error) {
 	return mp, nil
 }
 
+// ckptfsType is the file system type of a ckptfs mount in mountinfo.
+const ckptfsType = "fuse.ckptfs"
+
+// probeTimeout bounds how long probeMount waits for a mount's server.
+const probeTimeout = 5 * time.Second
+
+// probeMount stats mp with a request to the file system itself
+// (AT_STATX_FORCE_SYNC): a plain stat of a FUSE mount whose daemon just
+// died is answered from the kernel's attribute cache for up to a second,
+// while the request fails with ENOTCONN at once (or ECONNABORTED as soon as
+// the dying daemon's /dev/fuse descriptor closes). A server that does not answer
+// within probeTimeout counts as alive.
+func probeMount(mp string) error {
+	done := make(chan error, 1)
+	go func() {
+		var stx unix.Statx_t
+		done <- unix.Statx(unix.AT_FDCWD, mp, unix.AT_STATX_FORCE_SYNC, unix.STATX_TYPE|unix.STATX_MODE, &stx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(probeTimeout):
+		return nil
+	}
+}
+
 // mounted reports whether mp is a mount point, from /proc/self/mountinfo.
 func mounted(mp string) bool {
+	_, ok := mountType(mp)
+	return ok
+}
+
+// mountType returns the file system type of the topmost mount at mp, from
+// /proc/self/mountinfo; ok is false if mp is not a mount point.
+func mountType(mp string) (fstype string, ok bool) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mp {
-			return true
+		if len(fields) <= 4 || unescapeMountinfo(fields[4]) != mp {
+			continue
+		}
+		ok, fstype = true, ""
+		for i := 5; i+1 < len(fields); i++ {
+			if fields[i] == "-" {
+				fstype = fields[i+1]
+				break
+			}
 		}
 	}
-	return false
+	return fstype, ok
 }
 
 func unescapeMountinfo(s string) string {
