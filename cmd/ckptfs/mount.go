@@ -463,6 +463,16 @@ func newUmountCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Only ckptfs mounts: the type is read for the resolved path
+			// (mountinfo lists those); one not listed is left to umount2
+			// or fusermount3, which say whether it is mounted.
+			real := mp
+			if r, err := filepath.EvalSymlinks(mp); err == nil {
+				real = r
+			}
+			if fstype, ok := mountType(real); ok && fstype != ckptfsType {
+				return fmt.Errorf("%s is not a ckptfs mount (it is %s): ckptfs umount leaves it alone; use umount(8)", mp, fstype)
+			}
 			store := storeOfMount(mp)
 			if err := unmount(mp, lazy); err != nil {
 				return err

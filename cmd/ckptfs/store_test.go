@@ -282,3 +282,29 @@ func TestOpenDirDoesNotFollowSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// TestUmountRefusesOtherMounts (issue 21): ckptfs umount unmounted any
+// mount, a tmpfs too.
+func TestUmountRefusesOtherMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, link} {
+		_, err := runCkptfs(t, "umount", p)
+		if err == nil || !strings.Contains(err.Error(), "not a ckptfs mount (it is tmpfs)") {
+			t.Errorf("ckptfs umount %s of a tmpfs: %v", p, err)
+		}
+		if !mounted(dir) {
+			t.Fatalf("ckptfs umount %s unmounted a tmpfs", p)
+		}
+	}
+}
