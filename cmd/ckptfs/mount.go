@@ -66,6 +66,9 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 					return err
 				}
 			}
+			if err := checkStoreOutside(f.store, mp); err != nil {
+				return err
+			}
 			if err := checkStoreTrusted(f.store); err != nil {
 				return err
 			}
@@ -348,6 +351,47 @@ func daemonize(out io.Writer, mp, store string) error {
 		text = "the daemon exited before mounting; see " + logPath
 	}
 	return errors.New(text)
+}
+
+// checkStoreOutside refuses a store inside the mount point it is mounted
+// on (symlinks resolved): once mounted, the daemon would keep its store in
+// its own files, the periodic state save writing into the user's files or
+// failing.
+func checkStoreOutside(store, mp string) error {
+	st, err := resolveExisting(store)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", store, err)
+	}
+	m, err := resolveExisting(mp)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", mp, err)
+	}
+	if rel, err := filepath.Rel(m, st); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("store %s is inside the mount point %s, where the mount would hide it: put the store elsewhere (--store)", store, mp)
+	}
+	return nil
+}
+
+// resolveExisting returns the absolute path p with the symlinks of its
+// longest existing prefix resolved.
+func resolveExisting(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		parent := filepath.Dir(p)
+		if !errors.Is(err, os.ErrNotExist) || parent == p {
+			return "", err
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 // serve mounts and serves until unmounted or signalled; served says whether

@@ -308,3 +308,36 @@ func TestUmountRefusesOtherMounts(t *testing.T) {
 		}
 	}
 }
+
+// TestMountRefusesStoreInsideMountpoint (issue 21): with the store inside
+// its own mount point, the periodic state save wrote into the user's files
+// or failed.
+func TestMountRefusesStoreInsideMountpoint(t *testing.T) {
+	needFuse(t)
+	fakeDaemon(t)
+	tmp := t.TempDir()
+	mp := filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink(mp, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, store := range []string{filepath.Join(mp, "store"), filepath.Join(link, "a", "store"), mp} {
+		_, err := runCkptfs(t, "mount", "--store", store, mp)
+		if err == nil || !strings.Contains(err.Error(), "inside the mount point") {
+			t.Errorf("mount --store %s %s: %v", store, mp, err)
+		}
+	}
+	if ents, _ := os.ReadDir(mp); len(ents) != 0 {
+		t.Errorf("the refused mounts left %d entries in the mount point", len(ents))
+	}
+	// A sibling whose name starts with the mount point's is outside it.
+	if err := checkStoreOutside(mp+"-store", mp); err != nil {
+		t.Error(err)
+	}
+	if err := checkStoreOutside(filepath.Join(mp, "..data"), mp); err == nil {
+		t.Error("a store in the mount point's ..data was accepted")
+	}
+}
