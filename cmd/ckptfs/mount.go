@@ -99,7 +99,10 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 			} else {
 				served, err = serve(mp, f, pol, storedPolicy)
 			}
-			if err != nil && !served && newStore {
+			// A daemon started by daemonize leaves that to the process
+			// that started it, which reads the log first (the reason
+			// fusermount3 gave is there).
+			if err != nil && !served && newStore && f.readyFD == 0 {
 				removeNewStore(f.store, created)
 			}
 			return err
@@ -320,6 +323,7 @@ func daemonize(out io.Writer, mp, store string) error {
 		return fmt.Errorf("daemon log: %w", err)
 	}
 	defer logFile.Close()
+	logStart, _ := logFile.Seek(0, io.SeekEnd)
 	rd, wr, err := os.Pipe()
 	if err != nil {
 		return err
@@ -350,7 +354,34 @@ func daemonize(out io.Writer, mp, store string) error {
 	if text == "" {
 		text = "the daemon exited before mounting; see " + logPath
 	}
+	if reason := fusermountSaid(logPath, logStart); reason != "" && strings.Contains(text, "fusermount") {
+		text += ": " + reason
+	}
 	return errors.New(text)
+}
+
+// fusermountSaid returns what fusermount3 wrote to the daemon's log from
+// offset start on (why it refused a mount: its exit status alone says
+// nothing), its lines joined by "; ".
+func fusermountSaid(logPath string, start int64) string {
+	f, err := openNoFollow(logPath, os.O_RDONLY, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	var said []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		prog, _, _ := strings.Cut(line, ":") // "/usr/bin/fusermount3: ..."
+		if strings.HasPrefix(filepath.Base(prog), "fusermount") {
+			said = append(said, line)
+		}
+	}
+	return strings.Join(said, "; ")
 }
 
 // checkStoreOutside refuses a store inside the mount point it is mounted

@@ -341,3 +341,40 @@ func TestMountRefusesStoreInsideMountpoint(t *testing.T) {
 		t.Error("a store in the mount point's ..data was accepted")
 	}
 }
+
+// TestMountSaysWhyFusermountRefused (issue 21): a non-root mount that
+// fusermount3 refused printed only "fusermount exited with code 256"; the
+// reason was in the daemon's log only.
+func TestMountSaysWhyFusermountRefused(t *testing.T) {
+	needFuse(t)
+	tmp := t.TempDir()
+	daemon := filepath.Join(tmp, "daemon")
+	script := `#!/bin/sh
+echo "/usr/bin/fusermount3: failed to open /dev/fuse: Permission denied" >&2
+echo 'mount /x: fusermount exited with code 256' >&3
+exit 1
+`
+	if err := os.WriteFile(daemon, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := daemonExecutable
+	daemonExecutable = func() (string, error) { return daemon, nil }
+	t.Cleanup(func() { daemonExecutable = old })
+	mp := filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(tmp, "store")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier daemon's lines in the log are not this mount's reason.
+	if err := os.WriteFile(filepath.Join(store, logName), []byte("fusermount3: an old complaint\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runCkptfs(t, "mount", "--store", store, mp)
+	want := "mount /x: fusermount exited with code 256: /usr/bin/fusermount3: failed to open /dev/fuse: Permission denied"
+	if err == nil || err.Error() != want {
+		t.Fatalf("mount refused by fusermount3: %v; want %q", err, want)
+	}
+}
