@@ -75,3 +75,33 @@ func TestUntrustedStoreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultStoresApart (issue 21 item 4): with the default store, the
+// mount points .../m/a%b and .../m/a/b shared one store, each showing the
+// other's files, and a 275-byte mount point path failed with "file name
+// too long".
+func TestDefaultStoresApart(t *testing.T) {
+	needFuse(t)
+	base := t.TempDir()
+	long := filepath.Join(base, strings.Repeat("d", 120), strings.Repeat("e", 120))
+	mps := []string{filepath.Join(base, "m", "a%b"), filepath.Join(base, "m", "a", "b"), long}
+	for i, mp := range mps {
+		if err := os.MkdirAll(mp, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(ckptfsBin, "mount", mp)
+		cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+filepath.Join(base, "data"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("mount %s (%d bytes) with the default store: %v\n%s", mp, len(mp), err, out)
+		}
+		t.Cleanup(func() { exec.Command(ckptfsBin, "umount", mp).Run() })
+		if err := os.WriteFile(filepath.Join(mp, "own"), []byte(mp), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			if b, err := os.ReadFile(filepath.Join(mps[0], "own")); err != nil || string(b) != mps[0] {
+				t.Errorf("%s shows %q (%v) after %s was mounted", mps[0], b, err, mp)
+			}
+		}
+	}
+}
