@@ -249,6 +249,37 @@ func TestKillDaemonDuringWorkload(t *testing.T) {
 	fsck(t, m.store)
 }
 
+// TestRemountRightAfterKill (issue 21 item 11): right after the daemon is
+// killed, mounting the same mount point again clears the dead mount, says
+// so, and mounts; it said the mount point was busy for about a second (the
+// kernel answered stat of the dead mount from its attribute cache).
+func TestRemountRightAfterKill(t *testing.T) {
+	m := newMount(t)
+	want := npyOf(3)
+	if err := os.WriteFile(m.path("kept.npy"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m.dir); err != nil { // the root's attributes cached
+		t.Fatal(err)
+	}
+	for trial := 0; trial < 3; trial++ {
+		pid := pidOfMount(t, m.dir)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(ckptfsBin, "mount", "--store", m.store, m.dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("trial %d: mount right after the daemon was killed: %v\n%s", trial, err, out)
+		}
+		if !strings.Contains(string(out), "dead ckptfs mount") {
+			t.Errorf("trial %d: mount did not say it cleared the dead mount:\n%s", trial, out)
+		}
+		if b, err := os.ReadFile(m.path("kept.npy")); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("trial %d: file after remount: %v", trial, err)
+		}
+	}
+}
+
 // TestFullDevice fills a small simulated SSD: writes fail with ENOSPC,
 // earlier files stay intact, deleting frees space and writing works again.
 func TestFullDevice(t *testing.T) {

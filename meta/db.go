@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -65,8 +66,13 @@ func Open(path string, opts Options) (*DB, error) {
 	if timeout == 0 {
 		timeout = time.Second
 	}
+	// O_NOFOLLOW: a meta.db symlink planted in the store directory is
+	// refused, not followed to a file of the opener's elsewhere.
 	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, NoSync: opts.NoSync,
-		FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+		FreelistType: bolt.FreelistMapType, NoFreelistSync: true,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			return os.OpenFile(name, flag|syscall.O_NOFOLLOW, perm)
+		}})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: %w", path, ErrLocked)
 	}

@@ -65,7 +65,8 @@ func (b Backing) open(pageSize int) (store, error) {
 	case backingMemory:
 		return &memStore{pageSize: int64(pageSize), data: map[int64][]byte{}}, nil
 	case backingFile:
-		f, err := os.OpenFile(b.path, os.O_RDWR|os.O_CREATE, 0o600)
+		// O_NOFOLLOW: a symlink planted in the store is not followed.
+		f, err := os.OpenFile(b.path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("open backing file: %w", err)
 		}

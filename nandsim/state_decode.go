@@ -9,11 +9,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"syscall"
 )
 
 // loadState reads and decodes the state file at path for cfg.
 func loadState(path string, cfg Config) (*ftl, error) {
-	data, err := os.ReadFile(path)
+	data, err := readNoFollow(path)
 	if err != nil {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
@@ -227,4 +228,15 @@ func (d *decoder) float(what string) float64 {
 		return 0
 	}
 	return v
+}
+
+// readNoFollow reads the file at path, refusing a symlink (O_NOFOLLOW): a
+// state file planted as a symlink is not followed.
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ckptfs/ckptfs/fs"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 func init() { subcommands = append(subcommands, newMountCommand, newUmountCommand) }
@@ -47,9 +48,10 @@ func newMountCommand() *cobra.Command {
 (the daemon keeps running in the background and logs to STORE/ckptfs.log).
 With --foreground it stays in the foreground until unmounted or interrupted.
 
-The store defaults to $XDG_DATA_HOME/ckptfs/stores/<mount point path>
+The store defaults to $XDG_DATA_HOME/ckptfs/stores/<path tail>-<hash of path>
 (~/.local/share/... without XDG_DATA_HOME), so remounting a directory finds
-its store again. The coding flags (--codec, --scheme, --snap-dis, --max-depth)
+its store again (a store made by an older ckptfs, named by the path alone,
+is still found). The coding flags (--codec, --scheme, --snap-dis, --max-depth)
 apply to files written from now on; without them the store keeps the policy it
 was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 "fusermount3 -u MOUNTPOINT".`,
@@ -63,6 +65,12 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 				if f.store, err = defaultStoreDir(mp); err != nil {
 					return err
 				}
+			}
+			if err := checkStoreOutside(f.store, mp); err != nil {
+				return err
+			}
+			if err := checkStoreTrusted(f.store); err != nil {
+				return err
 			}
 			if _, err := os.Stat("/dev/fuse"); err != nil {
 				return fmt.Errorf("/dev/fuse is missing (%w): load the fuse module, or give the container --device /dev/fuse", err)
@@ -91,7 +99,10 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 			} else {
 				served, err = serve(mp, f, pol, storedPolicy)
 			}
-			if err != nil && !served && newStore {
+			// A daemon started by daemonize leaves that to the process
+			// that started it, which reads the log first (the reason
+			// fusermount3 gave is there).
+			if err != nil && !served && newStore && f.readyFD == 0 {
 				removeNewStore(f.store, created)
 			}
 			return err
@@ -116,20 +127,32 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 
 // checkMountpoint returns the absolute mount point, refusing missing,
 // non-directory and busy ones; a dead ckptfs mount left by a killed daemon
-// is cleared.
+// is cleared (lazily unmounted), saying so.
 func checkMountpoint(arg string) (string, error) {
 	mp, err := filepath.Abs(arg)
 	if err != nil {
 		return "", err
 	}
-	fi, err := os.Stat(mp)
-	switch {
-	case errors.Is(err, syscall.ENOTCONN):
-		logrus.Warnf("%s is a dead FUSE mount (its daemon died); unmounting it", mp)
+	err = probeMount(mp)
+	// ENOTCONN: the connection is gone; ECONNABORTED: the probe was
+	// queued while the daemon was dying, and ended by the abort.
+	if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) {
+		if fstype, ok := mountType(mp); !ok || fstype != ckptfsType {
+			what := "inside a dead FUSE mount"
+			if ok {
+				what = "a dead " + fstype + " mount"
+			}
+			return "", fmt.Errorf("mount point %s is %s (its server died): unmount it first (fusermount3 -u -z)", mp, what)
+		}
+		logrus.Warnf("%s is a dead ckptfs mount (its daemon died); unmounting it", mp)
 		if err := unmount(mp, true); err != nil {
 			return "", fmt.Errorf("clear dead mount %s: %w", mp, err)
 		}
-		fi, err = os.Stat(mp)
+		err = probeMount(mp)
+	}
+	fi, serr := os.Stat(mp)
+	if err == nil {
+		err = serr
 	}
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -145,21 +168,61 @@ func checkMountpoint(arg string) (string, error) {
 	return mp, nil
 }
 
+// ckptfsType is the file system type of a ckptfs mount in mountinfo.
+const ckptfsType = "fuse.ckptfs"
+
+// probeTimeout bounds how long probeMount waits for a mount's server.
+const probeTimeout = 5 * time.Second
+
+// probeMount stats mp with a request to the file system itself
+// (AT_STATX_FORCE_SYNC): a plain stat of a FUSE mount whose daemon just
+// died is answered from the kernel's attribute cache for up to a second,
+// while the request fails with ENOTCONN at once (or ECONNABORTED as soon as
+// the dying daemon's /dev/fuse descriptor closes). A server that does not answer
+// within probeTimeout counts as alive.
+func probeMount(mp string) error {
+	done := make(chan error, 1)
+	go func() {
+		var stx unix.Statx_t
+		done <- unix.Statx(unix.AT_FDCWD, mp, unix.AT_STATX_FORCE_SYNC, unix.STATX_TYPE|unix.STATX_MODE, &stx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(probeTimeout):
+		return nil
+	}
+}
+
 // mounted reports whether mp is a mount point, from /proc/self/mountinfo.
 func mounted(mp string) bool {
+	_, ok := mountType(mp)
+	return ok
+}
+
+// mountType returns the file system type of the topmost mount at mp, from
+// /proc/self/mountinfo; ok is false if mp is not a mount point.
+func mountType(mp string) (fstype string, ok bool) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == mp {
-			return true
+		if len(fields) <= 4 || unescapeMountinfo(fields[4]) != mp {
+			continue
+		}
+		ok, fstype = true, ""
+		for i := 5; i+1 < len(fields); i++ {
+			if fields[i] == "-" {
+				fstype = fields[i+1]
+				break
+			}
 		}
 	}
-	return false
+	return fstype, ok
 }
 
 func unescapeMountinfo(s string) string {
@@ -200,7 +263,7 @@ func removeNewStore(store string, created []string) {
 		return // another daemon created it meanwhile and holds it
 	}
 	if len(created) == 0 {
-		for _, name := range []string{chain.MetaFile, chain.DeviceFile, chain.DeviceStateFile, chain.ShadowStateFile, logName} {
+		for _, name := range storeFiles {
 			if err := os.Remove(filepath.Join(store, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				logrus.WithError(err).Warn("remove what the failed mount created")
 			}
@@ -231,7 +294,7 @@ type errReported struct{ error }
 
 // storeLocked reports whether a ckptfs process holds the store open.
 func storeLocked(store string) bool {
-	f, err := os.Open(filepath.Join(store, chain.MetaFile))
+	f, err := openNoFollow(filepath.Join(store, chain.MetaFile), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -255,11 +318,12 @@ func daemonize(out io.Writer, mp, store string) error {
 		return fmt.Errorf("store %s: %w", store, err)
 	}
 	logPath := filepath.Join(store, logName)
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := openNoFollow(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}
 	defer logFile.Close()
+	logStart, _ := logFile.Seek(0, io.SeekEnd)
 	rd, wr, err := os.Pipe()
 	if err != nil {
 		return err
@@ -290,7 +354,75 @@ func daemonize(out io.Writer, mp, store string) error {
 	if text == "" {
 		text = "the daemon exited before mounting; see " + logPath
 	}
+	if reason := fusermountSaid(logPath, logStart); reason != "" && strings.Contains(text, "fusermount") {
+		text += ": " + reason
+	}
 	return errors.New(text)
+}
+
+// fusermountSaid returns what fusermount3 wrote to the daemon's log from
+// offset start on (why it refused a mount: its exit status alone says
+// nothing), its lines joined by "; ".
+func fusermountSaid(logPath string, start int64) string {
+	f, err := openNoFollow(logPath, os.O_RDONLY, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	var said []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		prog, _, _ := strings.Cut(line, ":") // "/usr/bin/fusermount3: ..."
+		if strings.HasPrefix(filepath.Base(prog), "fusermount") {
+			said = append(said, line)
+		}
+	}
+	return strings.Join(said, "; ")
+}
+
+// checkStoreOutside refuses a store inside the mount point it is mounted
+// on (symlinks resolved): once mounted, the daemon would keep its store in
+// its own files, the periodic state save writing into the user's files or
+// failing.
+func checkStoreOutside(store, mp string) error {
+	st, err := resolveExisting(store)
+	if err != nil {
+		return fmt.Errorf("store %s: %w", store, err)
+	}
+	m, err := resolveExisting(mp)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", mp, err)
+	}
+	if rel, err := filepath.Rel(m, st); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("store %s is inside the mount point %s, where the mount would hide it: put the store elsewhere (--store)", store, mp)
+	}
+	return nil
+}
+
+// resolveExisting returns the absolute path p with the symlinks of its
+// longest existing prefix resolved.
+func resolveExisting(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		parent := filepath.Dir(p)
+		if !errors.Is(err, os.ErrNotExist) || parent == p {
+			return "", err
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 // serve mounts and serves until unmounted or signalled; served says whether
@@ -406,6 +538,16 @@ func newUmountCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Only ckptfs mounts: the type is read for the resolved path
+			// (mountinfo lists those); one not listed is left to umount2
+			// or fusermount3, which say whether it is mounted.
+			real := mp
+			if r, err := filepath.EvalSymlinks(mp); err == nil {
+				real = r
+			}
+			if fstype, ok := mountType(real); ok && fstype != ckptfsType {
+				return fmt.Errorf("%s is not a ckptfs mount (it is %s): ckptfs umount leaves it alone; use umount(8)", mp, fstype)
+			}
 			store := storeOfMount(mp)
 			if err := unmount(mp, lazy); err != nil {
 				return err
@@ -471,7 +613,7 @@ func unmount(mp string, lazy bool) error {
 func waitUnlocked(path string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		f, err := os.Open(path)
+		f, err := openNoFollow(path, os.O_RDONLY, 0)
 		if err != nil {
 			return nil
 		}

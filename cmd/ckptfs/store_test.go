@@ -253,3 +253,128 @@ func TestAnalyzeNoTensors(t *testing.T) {
 		t.Fatalf("analyze of text files: %v; want no tensors found in %s", err, a)
 	}
 }
+
+// TestOpenDirDoesNotFollowSymlinks (issue 21 item 6): the store's files are
+// opened with O_NOFOLLOW, so a symlink planted in a store (after mount's
+// checks, or in a store that stats and fsck read) is not followed to create
+// or write a file elsewhere.
+func TestOpenDirDoesNotFollowSymlinks(t *testing.T) {
+	for _, name := range []string{chain.MetaFile, chain.DeviceFile} {
+		tmp := t.TempDir()
+		store := filepath.Join(tmp, "store")
+		if err := os.Mkdir(store, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(tmp, "elsewhere")
+		if err := os.Symlink(target, filepath.Join(store, name)); err != nil {
+			t.Fatal(err)
+		}
+		dev, _ := deviceForSize("64MiB")
+		ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
+		if err == nil {
+			ds.Close()
+			t.Errorf("a store whose %s is a symlink was opened", name)
+		} else if !errors.Is(err, syscall.ELOOP) {
+			t.Errorf("%s symlink: %v; want ELOOP", name, err)
+		}
+		if _, err := os.Lstat(target); err == nil {
+			t.Errorf("opening the store created %s through its %s symlink", target, name)
+		}
+	}
+}
+
+// TestUmountRefusesOtherMounts (issue 21): ckptfs umount unmounted any
+// mount, a tmpfs too.
+func TestUmountRefusesOtherMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, link} {
+		_, err := runCkptfs(t, "umount", p)
+		if err == nil || !strings.Contains(err.Error(), "not a ckptfs mount (it is tmpfs)") {
+			t.Errorf("ckptfs umount %s of a tmpfs: %v", p, err)
+		}
+		if !mounted(dir) {
+			t.Fatalf("ckptfs umount %s unmounted a tmpfs", p)
+		}
+	}
+}
+
+// TestMountRefusesStoreInsideMountpoint (issue 21): with the store inside
+// its own mount point, the periodic state save wrote into the user's files
+// or failed.
+func TestMountRefusesStoreInsideMountpoint(t *testing.T) {
+	needFuse(t)
+	fakeDaemon(t)
+	tmp := t.TempDir()
+	mp := filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink(mp, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, store := range []string{filepath.Join(mp, "store"), filepath.Join(link, "a", "store"), mp} {
+		_, err := runCkptfs(t, "mount", "--store", store, mp)
+		if err == nil || !strings.Contains(err.Error(), "inside the mount point") {
+			t.Errorf("mount --store %s %s: %v", store, mp, err)
+		}
+	}
+	if ents, _ := os.ReadDir(mp); len(ents) != 0 {
+		t.Errorf("the refused mounts left %d entries in the mount point", len(ents))
+	}
+	// A sibling whose name starts with the mount point's is outside it.
+	if err := checkStoreOutside(mp+"-store", mp); err != nil {
+		t.Error(err)
+	}
+	if err := checkStoreOutside(filepath.Join(mp, "..data"), mp); err == nil {
+		t.Error("a store in the mount point's ..data was accepted")
+	}
+}
+
+// TestMountSaysWhyFusermountRefused (issue 21): a non-root mount that
+// fusermount3 refused printed only "fusermount exited with code 256"; the
+// reason was in the daemon's log only.
+func TestMountSaysWhyFusermountRefused(t *testing.T) {
+	needFuse(t)
+	tmp := t.TempDir()
+	daemon := filepath.Join(tmp, "daemon")
+	script := `#!/bin/sh
+echo "/usr/bin/fusermount3: failed to open /dev/fuse: Permission denied" >&2
+echo 'mount /x: fusermount exited with code 256' >&3
+exit 1
+`
+	if err := os.WriteFile(daemon, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := daemonExecutable
+	daemonExecutable = func() (string, error) { return daemon, nil }
+	t.Cleanup(func() { daemonExecutable = old })
+	mp := filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(tmp, "store")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier daemon's lines in the log are not this mount's reason.
+	if err := os.WriteFile(filepath.Join(store, logName), []byte("fusermount3: an old complaint\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runCkptfs(t, "mount", "--store", store, mp)
+	want := "mount /x: fusermount exited with code 256: /usr/bin/fusermount3: failed to open /dev/fuse: Permission denied"
+	if err == nil || err.Error() != want {
+		t.Fatalf("mount refused by fusermount3: %v; want %q", err, want)
+	}
+}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
@@ -92,6 +95,11 @@ func parseSize(s string) (int64, error) {
 // defaultStoreDir is where a mount point's store lives unless --store says
 // otherwise: under the user's data directory, named after the mount point's
 // absolute path, so remounting the same directory finds the same store.
+//
+// The name is a readable tail of the path ('/' written '%') and a hash of
+// the whole absolute path: two mount points never share a store (the
+// readable part may coincide, as for .../a%b and .../a/b, the hash does not)
+// and the name stays short however long the path is.
 func defaultStoreDir(mountpoint string) (string, error) {
 	abs, err := filepath.Abs(mountpoint)
 	if err != nil {
@@ -105,11 +113,54 @@ func defaultStoreDir(mountpoint string) (string, error) {
 		}
 		base = filepath.Join(home, ".local", "share")
 	}
+	stores := filepath.Join(base, "ckptfs", "stores")
+	store := filepath.Join(stores, storeName(abs))
+	if _, err := os.Lstat(store); err == nil {
+		return store, nil
+	}
+	// Stores made before the hashed names were named by the path alone
+	// ('/' replaced by '%'): an existing one is still this mount point's
+	// store and is kept, unless another daemon holds it (it then belongs
+	// to the other mount point whose path has the same legacy name, such
+	// as .../a%b for .../a/b) or this mount point has a store of the new
+	// name. Only such legacy names can be shared.
+	if legacy := legacyStoreName(abs); len(legacy) <= 255 {
+		old := filepath.Join(stores, legacy)
+		if fi, err := os.Lstat(old); err == nil && fi.IsDir() && !storeLocked(old) {
+			return old, nil
+		}
+	}
+	return store, nil
+}
+
+// storeNameTail bounds the readable part of a store name, in bytes.
+const storeNameTail = 64
+
+// storeName is the default store's name for the absolute mount point abs.
+func storeName(abs string) string {
+	sum := sha256.Sum256([]byte(abs))
+	readable := strings.ReplaceAll(strings.Trim(abs, "/"), "/", "%")
+	if readable == "" {
+		readable = "root"
+	}
+	if len(readable) > storeNameTail {
+		cut := len(readable) - storeNameTail
+		for cut < len(readable) && !utf8.RuneStart(readable[cut]) {
+			cut++
+		}
+		readable = readable[cut:]
+	}
+	return readable + "-" + hex.EncodeToString(sum[:8])
+}
+
+// legacyStoreName is the name stores had before storeName: the path with
+// '/' replaced by '%', which two paths can share.
+func legacyStoreName(abs string) string {
 	name := strings.ReplaceAll(strings.Trim(abs, "/"), "/", "%")
 	if name == "" {
 		name = "root"
 	}
-	return filepath.Join(base, "ckptfs", "stores", name), nil
+	return name
 }
 
 // requireStore refuses a directory that is not a ckptfs store (no meta.db),

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/ckptfs/ckptfs/chain"
 )
 
 func TestParseSize(t *testing.T) {
@@ -35,12 +40,82 @@ func TestDeviceForSize(t *testing.T) {
 func TestDefaultStoreDir(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", "/data")
 	got, err := defaultStoreDir("/home/u/runs/exp1")
-	if err != nil || got != filepath.Join("/data", "ckptfs", "stores", "home%u%runs%exp1") {
+	if err != nil || filepath.Dir(got) != filepath.Join("/data", "ckptfs", "stores") ||
+		!strings.HasPrefix(filepath.Base(got), "home%u%runs%exp1-") {
 		t.Fatalf("defaultStoreDir = %q, %v", got, err)
+	}
+	if again, _ := defaultStoreDir("/home/u/runs/exp1/"); again != got {
+		t.Fatalf("the same mount point gave %q, then %q", got, again)
 	}
 	t.Setenv("XDG_DATA_HOME", "")
 	t.Setenv("HOME", "/h")
 	if got, _ := defaultStoreDir("/mnt"); !strings.HasPrefix(got, "/h/.local/share/ckptfs/stores/") {
 		t.Fatalf("without XDG_DATA_HOME: %q", got)
+	}
+}
+
+// Issue 21 item 4: .../a%b and .../a/b had the same store, and a long mount
+// point path made a store name over NAME_MAX.
+func TestDefaultStoreDirNoCollision(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", data)
+	a, _ := defaultStoreDir("/m/a%b")
+	b, _ := defaultStoreDir("/m/a/b")
+	if a == b {
+		t.Fatalf("/m/a%%b and /m/a/b share the store %s", a)
+	}
+	long := "/" + strings.Repeat("d", 100) + "/" + strings.Repeat("é", 60) + "/" + strings.Repeat("x", 52)
+	if len(long) < 275 {
+		t.Fatalf("test path of %d bytes", len(long))
+	}
+	store, err := defaultStoreDir(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Base(store)
+	if len(name) > 100 || !utf8.ValidString(name) {
+		t.Fatalf("store name %q (%d bytes) for a %d-byte path", name, len(name), len(long))
+	}
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := defaultStoreDir(long[:len(long)-1] + "y")
+	if other == store {
+		t.Fatalf("two long paths share the store %s", store)
+	}
+}
+
+// A store made under the old name (the path with '%' for '/') is still
+// found, unless a store of the new name exists or another daemon holds it.
+func TestDefaultStoreDirLegacy(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", data)
+	stores := filepath.Join(data, "ckptfs", "stores")
+	legacy := filepath.Join(stores, "home%u%runs%exp1")
+	if err := os.MkdirAll(legacy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := defaultStoreDir("/home/u/runs/exp1"); got != legacy {
+		t.Fatalf("legacy store not found: %q", got)
+	}
+	// Held by the daemon of /home/u/runs%exp1 (same legacy name): not ours.
+	f, err := os.Create(filepath.Join(legacy, chain.MetaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := defaultStoreDir("/home/u/runs/exp1")
+	if got == legacy {
+		t.Fatalf("a legacy store held by another daemon was chosen")
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if err := os.MkdirAll(got, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := defaultStoreDir("/home/u/runs/exp1"); again != got {
+		t.Fatalf("with a store of the new name, %q was chosen", again)
 	}
 }
