@@ -42,7 +42,13 @@ type HeadingShare struct {
 
 // TensorChanges describes how one tensor changed from A to B.
 type TensorChanges struct {
+	// Name is the tensor's parameter name where the file gives one (a
+	// safetensors header, a torch pickle's dict keys: "model.fc.weight",
+	// "state.3.exp_avg"); Key is the detector's key (a torch storage:
+	// "data/17"), KeyB B's key when it differs.
+	Name           string  `json:"name,omitempty"`
 	Key            string  `json:"key"`
+	KeyB           string  `json:"key_b,omitempty"`
 	DType          string  `json:"dtype"`
 	Elements       int64   `json:"elements"`
 	Identical      float64 `json:"identical_share"`
@@ -57,12 +63,14 @@ type TensorChanges struct {
 }
 
 type tensorRange struct {
+	key, name   string
 	off, length int64
 	dt          encode.DType
 }
 
 // Compare compares the float tensors that checkpoints a and b have under
-// the same key, dtype and length.
+// the same name (or, where a file names none, the same key), dtype and
+// length.
 func Compare(a, b string) (*Analysis, error) {
 	ta, fa, err := tensorRanges(a)
 	if err != nil {
@@ -73,6 +81,9 @@ func Compare(a, b string) (*Analysis, error) {
 		return nil, err
 	}
 	an := &Analysis{A: a, B: b, FormatA: fa, FormatB: fb}
+	if named(ta) && named(tb) {
+		ta, tb = byName(ta), byName(tb)
+	}
 	fileA, err := os.Open(a)
 	if err != nil {
 		return nil, err
@@ -97,7 +108,7 @@ func Compare(a, b string) (*Analysis, error) {
 			an.OnlyInA++
 			continue
 		}
-		tc, err := compareTensor(fileA, fileB, k, ra, rb)
+		tc, err := compareTensor(fileA, fileB, ra, rb)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +136,28 @@ func Compare(a, b string) (*Analysis, error) {
 	return an, nil
 }
 
-// tensorRanges runs the detector over a file and returns its float tensors.
+// named reports whether every tensor has a name. Storage keys follow the
+// order of saving, so a tensor added before others shifts them: names pair
+// tensors as the user means, where both files name all of theirs.
+func named(ts map[string]tensorRange) bool {
+	for _, t := range ts {
+		if t.name == "" {
+			return false
+		}
+	}
+	return len(ts) > 0
+}
+
+func byName(ts map[string]tensorRange) map[string]tensorRange {
+	out := make(map[string]tensorRange, len(ts))
+	for _, t := range ts {
+		out[t.name] = t
+	}
+	return out
+}
+
+// tensorRanges runs the detector over a file and returns its float
+// tensors by key, with their names where the file gives them.
 func tensorRanges(path string) (map[string]tensorRange, string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -133,7 +165,7 @@ func tensorRanges(path string) (map[string]tensorRange, string, error) {
 	}
 	defer f.Close()
 	det := detect.New(filepath.Base(path))
-	out := map[string]tensorRange{}
+	byKey := map[string]*tensorRange{}
 	buf := make([]byte, 1<<20)
 	var spans []detect.Span
 	for {
@@ -143,12 +175,12 @@ func tensorRanges(path string) (map[string]tensorRange, string, error) {
 			if s.Kind != detect.Tensor || s.DType == encode.Bytes {
 				continue
 			}
-			r, ok := out[s.Key]
+			r, ok := byKey[s.Key]
 			if !ok {
-				r = tensorRange{off: s.Offset, dt: s.DType}
+				r = &tensorRange{key: s.Key, off: s.Offset, dt: s.DType}
+				byKey[s.Key] = r
 			}
 			r.length += s.Length
-			out[s.Key] = r
 		}
 		if rerr == io.EOF {
 			break
@@ -157,12 +189,31 @@ func tensorRanges(path string) (map[string]tensorRange, string, error) {
 			return nil, "", fmt.Errorf("analyze %s: %w", path, rerr)
 		}
 	}
-	return out, det.Format(), nil
+	format := det.Format()
+	var names map[string]string
+	switch format {
+	case "torch-zip":
+		names = torchStorageNames(path)
+	case "safetensors":
+		names = map[string]string{}
+		for k := range byKey {
+			names[k] = k // the header names each tensor
+		}
+	}
+	out := map[string]tensorRange{}
+	for k, r := range byKey {
+		r.name = names[k]
+		out[k] = *r
+	}
+	return out, format, nil
 }
 
-func compareTensor(fa, fb *os.File, key string, ra, rb tensorRange) (*TensorChanges, error) {
+func compareTensor(fa, fb *os.File, ra, rb tensorRange) (*TensorChanges, error) {
 	w := ra.dt.Width()
-	tc := &TensorChanges{Key: key, DType: ra.dt.String()}
+	tc := &TensorChanges{Name: ra.name, Key: ra.key, DType: ra.dt.String()}
+	if rb.key != ra.key {
+		tc.KeyB = rb.key
+	}
 	bufA, bufB := make([]byte, 1<<20), make([]byte, 1<<20)
 	for done := int64(0); done < ra.length; {
 		n := min(int64(len(bufA)), ra.length-done)

@@ -16,7 +16,9 @@ func newAnalyzeCommand() *cobra.Command {
 		Use:   "analyze A B",
 		Short: "Compare two checkpoints: the paper's Table 1 and per-tensor change statistics",
 		Long: `analyze finds the float tensors in checkpoints A and B (same detectors as the
-filesystem), pairs them by key, and prints the share of parameters whose first k
+filesystem), pairs them by parameter name (a safetensors header's names, the
+dict-key paths of a torch.save pickle: model.fc.weight, state.3.exp_avg) or,
+where a file names none, by storage key (data/17), and prints the share of parameters whose first k
 bits (sign, exponent, high mantissa) are equal for k = 4..12 (the delta snapshot
 paper's Table 1), then, with --tensors, per-tensor statistics: identical share,
 mean equal leading bits, mean relative change.`,
@@ -52,8 +54,8 @@ mean equal leading bits, mean relative change.`,
 				fmt.Fprintln(out)
 				tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "TENSOR\tDTYPE\tELEMENTS\tIDENTICAL\tMEAN SAME BITS\tMEAN REL CHANGE\tMAX ABS CHANGE")
-				for _, t := range sortedNaturally(an.Tensors, func(t analyze.TensorChanges) string { return t.Key }) {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f%%\t%.2f\t%.3g\t%.3g\n", t.Key, t.DType, thousands(t.Elements),
+				for _, t := range sortedNaturally(an.Tensors, tensorLabel) {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f%%\t%.2f\t%.3g\t%.3g\n", tensorLabel(t), t.DType, thousands(t.Elements),
 						100*t.Identical, t.MeanSameBits, t.MeanRelChange, t.MaxAbsChange)
 				}
 				tw.Flush()
@@ -64,4 +66,13 @@ mean equal leading bits, mean relative change.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&tensors, "tensors", false, "also print one row per tensor")
 	return cmd
+}
+
+// tensorLabel names a tensor by its parameter name where the file gives one,
+// else by its storage key; --json has both.
+func tensorLabel(t analyze.TensorChanges) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return t.Key
 }

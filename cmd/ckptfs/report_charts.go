@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -88,7 +89,12 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
+	return p
+}
+
+// countAxis marks the y axis of p as counting things: whole-number ticks.
+func countAxis(p *plot.Plot) *plot.Plot {
+	p.Y.Tick.Marker = countTicks{}
 	return p
 }
 
@@ -111,34 +117,18 @@ func addBars(p *plot.Plot, labels []string, rows []series) error {
 	p.NominalX(thinLabels(labels, 16)...)
 	// Half a category of margin each side keeps the outer bars whole.
 	p.X.Min, p.X.Max = -0.5, float64(len(labels))-0.5
-	headroom(p, rows)
 	if len(labels) > 8 || maxLen(labels) > 10 {
 		p.X.Tick.Label.Rotation = math.Pi / 5
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YCenter
 	}
 	p.Y.Min = 0
+	placeLegend(p, barAreas(rows))
 	return nil
 }
 
-// headroom raises the y axis so that the legend, at the top, clears the
-// tallest value.
-func headroom(p *plot.Plot, rows []series) {
-	top := 0.0
-	for _, r := range rows {
-		for _, v := range r.Values {
-			top = max(top, v)
-		}
-	}
-	if top > 0 {
-		p.Y.Max = top * (1.1 + 0.06*float64(len(rows)))
-	}
-}
-
-// addLines draws one line with points per series over categories. The
-// legend goes to the bottom when the lines run high (per-checkpoint sizes)
-// and to the top left when they start low (cumulative counts).
-func addLines(p *plot.Plot, labels []string, rows []series, legendLow bool) error {
+// addLines draws one line with points per series over categories.
+func addLines(p *plot.Plot, labels []string, rows []series) error {
 	for i, r := range rows {
 		xys := make(plotter.XYs, len(r.Values))
 		for k, v := range r.Values {
@@ -156,14 +146,10 @@ func addLines(p *plot.Plot, labels []string, rows []series, legendLow bool) erro
 	}
 	p.NominalX(labels...)
 	p.Y.Min = 0
-	if legendLow {
-		p.Legend.Top = false
-		p.Legend.YOffs = vg.Points(10)
-	} else {
-		p.Legend.Left = true
-		p.Legend.XOffs = vg.Points(10)
-		headroom(p, rows)
-	}
+	// A marker's reach, about 5 points, in data units.
+	dx := max(p.X.Max-p.X.Min, 1) * 5 / float64(chartWidth-vg.Points(70))
+	dy := max(p.Y.Max-p.Y.Min, 1) * 5 / float64(chartHeight-vg.Points(70))
+	placeLegend(p, lineAreas(rows, dx, dy))
 	return nil
 }
 
@@ -240,7 +226,7 @@ func bytesWrittenChart(d *reportData) (chart, error) {
 	}
 	rows = append(rows, plain)
 	c.Plot = p
-	return c, addLines(p, labels, rows, true)
+	return c, addLines(p, labels, rows)
 }
 
 func cumulativeErasesChart(d *reportData) (chart, error) {
@@ -254,7 +240,7 @@ func cumulativeErasesChart(d *reportData) (chart, error) {
 			}
 		}
 	}
-	p := newPlot(c.Title, "checkpoint", "erases (cumulative)")
+	p := countAxis(newPlot(c.Title, "checkpoint", "erases (cumulative)"))
 	var rows []series
 	for i, m := range d.Methods {
 		v := make([]float64, len(m.Steps))
@@ -272,7 +258,7 @@ func cumulativeErasesChart(d *reportData) (chart, error) {
 		rows[0].Name = "ckptfs (" + rows[0].Name + ")"
 	}
 	c.Plot = p
-	return c, addLines(p, checkpointLabels(&d.Methods[0]), rows, false)
+	return c, addLines(p, checkpointLabels(&d.Methods[0]), rows)
 }
 
 func eraseHistogramChart(d *reportData) (chart, error) {
@@ -315,7 +301,7 @@ func eraseHistogramChart(d *reportData) (chart, error) {
 		rows[0].Values = append(rows[0].Values, counts[k][0])
 		rows[1].Values = append(rows[1].Values, counts[k][1])
 	}
-	p := newPlot(fmt.Sprintf("%s; never erased: %d ckptfs, %d plain", c.Title, never[0], never[1]), "times erased", "blocks")
+	p := countAxis(newPlot(fmt.Sprintf("%s; never erased: %d ckptfs, %d plain", c.Title, never[0], never[1]), "times erased", "blocks"))
 	c.Plot = p
 	return c, addBars(p, labels, rows)
 }
@@ -333,11 +319,11 @@ func chainDepthChart(d *reportData) (chart, error) {
 		for i, f := range rep.FileRows {
 			labels[i], v[i] = shortPath(f.Path), float64(f.Depth)
 		}
-		p := newPlot(c.Title+" per live file", "file", "chain depth")
+		p := countAxis(newPlot(c.Title+" per live file", "file", "chain depth"))
 		c.Plot = p
 		return c, addBars(p, labels, []series{{"ckptfs", v, methodColor(0)}})
 	}
-	p := newPlot(c.Title+" per checkpoint", "checkpoint", "chain depth")
+	p := countAxis(newPlot(c.Title+" per checkpoint", "checkpoint", "chain depth"))
 	// Methods share a few depth patterns (all baselines, progressive,
 	// chain); one line per pattern, named for its methods, keeps each visible.
 	var rows []series
@@ -357,7 +343,7 @@ func chainDepthChart(d *reportData) (chart, error) {
 	if len(rows) == 1 {
 		return c, addBars(p, labels, rows)
 	}
-	return c, addLines(p, labels, rows, false)
+	return c, addLines(p, labels, rows)
 }
 
 func findSeries(rows []series, v []float64) int {
@@ -390,6 +376,9 @@ func methodsChart(d *reportData, file string, erases bool) (chart, error) {
 		}
 	}
 	p := newPlot(c.Title, "method", unit)
+	if erases {
+		countAxis(p)
+	}
 	c.Plot = p
 	return c, addBars(p, labels, rows)
 }
@@ -421,4 +410,190 @@ func shortPath(p string) string {
 		return base
 	}
 	return path.Join(path.Base(dir), base)
+}
+
+// countTicks marks an axis of counts (erases, blocks, deltas) with whole
+// numbers only, labelled every 1, 2 or 5 times a power of ten, so that a
+// range of 0..3 reads 0, 1, 2, 3 and never 0.5.
+type countTicks struct{}
+
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi-lo < 1e15) || math.Abs(lo) > 1e15 {
+		return plot.DefaultTicks{}.Ticks(lo, hi) // beyond counting; NaN too
+	}
+	const most = 6 // labelled ticks at most; gonum's default shows 3 to 6
+	first, last := int64(math.Ceil(lo)), int64(math.Floor(hi))
+	if last < first {
+		return nil
+	}
+	step, mantissa := int64(1), int64(1)
+	for k := 0; (last-first)/step > most-1; k++ {
+		mantissa = []int64{2, 5, 10}[k%3]
+		step = mantissa * pow10(k/3)
+		if mantissa == 10 {
+			mantissa = 1
+		}
+	}
+	minor := step / 5 // 0 for a step of 1: no minor ticks
+	if mantissa == 2 {
+		minor = step / 2
+	}
+	unit := step
+	if minor > 0 {
+		unit = minor
+	}
+	var ticks []plot.Tick
+	for v := ceilDiv(first, unit) * unit; v <= last; v += unit {
+		t := plot.Tick{Value: float64(v)}
+		if v%step == 0 {
+			t.Label = strconv.FormatInt(v, 10)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
+
+func pow10(n int) int64 {
+	p := int64(1)
+	for ; n > 0; n-- {
+		p *= 10
+	}
+	return p
+}
+
+// ceilDiv is a/b rounded up, for b > 0.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a > 0 {
+		q++
+	}
+	return q
+}
+
+// area is a rectangle in data coordinates that a series covers.
+type area struct{ x0, x1, y0, y1 float64 }
+
+func (a area) overlaps(b area) bool {
+	return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1
+}
+
+// barAreas is what grouped bars cover: per category, its group's width up
+// to its tallest bar (bars of zero height cover nothing).
+func barAreas(rows []series) []area {
+	var out []area
+	for i := 0; len(rows) > 0 && i < len(rows[0].Values); i++ {
+		top := 0.0
+		for _, r := range rows {
+			top = max(top, r.Values[i])
+		}
+		if top > 0 {
+			out = append(out, area{float64(i) - 0.45, float64(i) + 0.45, 0, top})
+		}
+	}
+	return out
+}
+
+// lineAreas is what lines with points cover: each point, and points along
+// each segment, as small squares the size of a marker.
+func lineAreas(rows []series, dx, dy float64) []area {
+	const samples = 32
+	var out []area
+	for _, r := range rows {
+		for k, v := range r.Values {
+			out = append(out, area{float64(k) - dx, float64(k) + dx, v - dy, v + dy})
+			if k+1 < len(r.Values) {
+				for s := 1; s < samples; s++ {
+					f := float64(s) / samples
+					x, y := float64(k)+f, v+f*(r.Values[k+1]-v)
+					out = append(out, area{x - dx, x + dx, y - dy, y + dy})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// legendShare is the share of the data area's width and height that the
+// legend takes, with a margin. The data area is estimated from the chart
+// size less room for the axes and title, erring small so the legend errs
+// large.
+func legendShare(p *plot.Plot) (fx, fy float64) {
+	r := p.Legend.Rectangle(draw.Canvas{})
+	w, h := r.Size().X, r.Size().Y
+	dataW := chartWidth - vg.Points(70)
+	dataH := chartHeight - vg.Points(70)
+	if p.X.Tick.Label.Rotation != 0 {
+		dataH -= vg.Points(60) // slanted labels
+	}
+	margin := vg.Points(12)
+	return float64((w + margin) / dataW), float64((h + margin) / dataH)
+}
+
+// placeLegend puts the legend in a corner of the data area that no series
+// covers (top right, top left, bottom right, then bottom left); where the
+// series cover all four, it raises the y axis just enough to clear a top
+// corner. Call it once the plotters are added and the axes' ranges set.
+func placeLegend(p *plot.Plot, covered []area) {
+	if p.Y.Max <= p.Y.Min {
+		p.Y.Max = p.Y.Min + 1
+	}
+	p.Y.Max += 0.04 * (p.Y.Max - p.Y.Min) // the tallest value clears the frame
+	box := func(top, left bool) area { return legendBox(p, top, left) }
+	free := func(b area) bool {
+		for _, a := range covered {
+			if a.overlaps(b) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range []struct{ top, left bool }{{true, false}, {true, true}, {false, false}, {false, true}} {
+		if free(box(c.top, c.left)) {
+			setLegendCorner(p, c.top, c.left)
+			return
+		}
+	}
+	// Raise the top: the corner whose span holds the lower peak needs less.
+	need := func(left bool) float64 {
+		b := box(true, left)
+		peak := p.Y.Min
+		for _, a := range covered {
+			if a.x0 < b.x1 && b.x0 < a.x1 {
+				peak = max(peak, a.y1)
+			}
+		}
+		_, fy := legendShare(p)
+		return p.Y.Min + (peak-p.Y.Min)/(1-min(fy, 0.8))
+	}
+	right, left := need(false), need(true)
+	p.Y.Max = max(p.Y.Max, min(right, left))
+	setLegendCorner(p, true, left < right)
+}
+
+// legendBox is the part of the data area, in data coordinates, that the
+// legend takes in the given corner.
+func legendBox(p *plot.Plot, top, left bool) area {
+	fx, fy := legendShare(p)
+	xs, ys := p.X.Max-p.X.Min, p.Y.Max-p.Y.Min
+	a := area{p.X.Max - fx*xs, p.X.Max, p.Y.Min, p.Y.Min + fy*ys}
+	if left {
+		a.x0, a.x1 = p.X.Min, p.X.Min+fx*xs
+	}
+	if top {
+		a.y0, a.y1 = p.Y.Max-fy*ys, p.Y.Max
+	}
+	return a
+}
+
+// setLegendCorner anchors the legend in a corner, inset from the axes.
+func setLegendCorner(p *plot.Plot, top, left bool) {
+	inset := vg.Points(6)
+	p.Legend.Top, p.Legend.Left = top, left
+	p.Legend.XOffs, p.Legend.YOffs = -inset, -inset
+	if left {
+		p.Legend.XOffs = inset
+	}
+	if !top {
+		p.Legend.YOffs = inset
+	}
 }
