@@ -19,7 +19,7 @@ import (
 // same content: a torch checkpoint series with deltas, an .npy, a text file
 // with a hard link and an xattr, a symlink. Keep every one, and add one per
 // new format version.
-var goldenStores = []string{"store-v1", "store-v2"}
+var goldenStores = []string{"store-v1", "store-v2", "store-v3"}
 
 // TestGoldenStores opens a copy of each golden store (upgrading old formats)
 // and checks that every file still reads back with the recorded hash and
@@ -32,13 +32,16 @@ func TestGoldenStores(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			copyDir(t, filepath.Join("testdata", name), dir)
 			for range 2 {
-				checkGoldenStore(t, dir, filepath.Join("testdata", name+".manifest"))
+				checkGoldenStore(t, dir, filepath.Join("testdata", name+".manifest"), name >= "store-v3")
 			}
 		})
 	}
 }
 
-func checkGoldenStore(t *testing.T, dir, manifestPath string) {
+// checkGoldenStore checks a golden store; with provenance, its versions
+// also say how they were made (version records of record version 2,
+// format 3 on).
+func checkGoldenStore(t *testing.T, dir, manifestPath string, provenance bool) {
 	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default()}, StoredPolicy: true})
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +90,13 @@ func checkGoldenStore(t *testing.T, dir, manifestPath string) {
 	if files != 6 {
 		t.Fatalf("manifest listed %d files, want 6", files)
 	}
-	if info, err := ds.Info(lookupPath(t, ds.Store, "run/ckpt-000030.pt").Ino); err != nil || info.Depth == 0 {
+	info, err := ds.Info(lookupPath(t, ds.Store, "run/ckpt-000030.pt").Ino)
+	if err != nil || info.Depth == 0 {
 		t.Fatalf("the golden series should hold deltas: %+v %v", info, err)
+	}
+	if provenance && (info.RefReason != meta.RefFamily || info.RefPath != "run/ckpt-000020.pt" || info.Ingest != "stream") {
+		t.Errorf("run/ckpt-000030.pt: reference %q (%s), ingest %q; want run/ckpt-000020.pt (family), stream",
+			info.RefPath, info.RefReason, info.Ingest)
 	}
 	mustCheck(t, ds.Store, true)
 }

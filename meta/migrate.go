@@ -8,8 +8,13 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Format is the on-disk format this ckptfs writes (docs/STORE.md).
-const Format = 2
+// Format is the on-disk format this ckptfs writes (docs/STORE.md). Format
+// 3 writes version records of record version 2 (path, declared layout,
+// fallback, reference reason): a format 2 store needs no migration (its
+// records stay readable), only the new number, so that a ckptfs that knows
+// format 2 refuses the store at open instead of failing on its first
+// version record.
+const Format = 3
 
 var keyFormat = []byte("format")
 
