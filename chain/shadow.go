@@ -5,15 +5,6 @@ import (
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// rewriteChange is, for the shadow, a file rewritten from scratch to size
-// bytes.
-func (s *Store) rewriteChange(size int64) wear.Change {
-	if s.wear == nil {
-		return wear.Change{}
-	}
-	return s.wear.Rewrite(size)
-}
-
 // shadowCommit tells the wear accounts what a plain filesystem would write
 // for this commit.
 func (tx *txn) shadowCommit(ino meta.Ino, c wear.Change, newSize int64) error {

@@ -297,13 +297,14 @@ func (w *Writer) Commit() error {
 	defer w.dropWindow()
 	if w.ingest != nil {
 		in := w.ingest
+		change := w.streamChange()
 		w.ingest = nil
 		p, err := w.finishStream(in)
 		if err != nil {
 			in.Abort()
 			return err
 		}
-		return w.commitPending(p, w.s.rewriteChange(p.Size()))
+		return w.commitPending(p, change)
 	}
 	d := w.draft
 	defer d.release()
@@ -328,6 +329,35 @@ func (w *Writer) Commit() error {
 		return err
 	}
 	return w.commitPending(p, d.shadowChange())
+}
+
+// streamChange is what a plain filesystem writes for a streamed file: it
+// was emptied, then the pages written (the ingested prefix and the window's
+// extents); bytes a truncate declared and nothing wrote are a hole there,
+// never written. Call before finishStream fills them in.
+func (w *Writer) streamChange() wear.Change {
+	if w.s.wear == nil {
+		return wear.Change{}
+	}
+	ps := w.s.wear.PageSize()
+	c := wear.Change{Truncated: true}
+	add := func(from, to int64) {
+		first, last := from/ps, (to+ps-1)/ps
+		if last <= first {
+			return
+		}
+		if n := len(c.Dirty); n > 0 && c.Dirty[n-1].First+c.Dirty[n-1].Count >= first {
+			d := &c.Dirty[n-1]
+			d.Count = max(d.First+d.Count, last) - d.First
+			return
+		}
+		c.Dirty = append(c.Dirty, wear.PageRange{First: first, Count: last - first})
+	}
+	add(0, w.ingest.Size())
+	for _, e := range w.window {
+		add(e.off, e.end())
+	}
+	return c
 }
 
 // finishStream ingests the window and the zeros between and after its

@@ -450,3 +450,50 @@ func TestDirtyMemoryBoundedForAllWriters(t *testing.T) {
 	}
 	mustCheck(t, s, true)
 }
+
+// TestSparseSaveShadow: a plain filesystem writes only the pages a program
+// wrote; a file sized by a truncate and left (partly) unwritten is a hole
+// there. The shadow must not be charged for those zeros (it was, once a
+// truncate that grows a streaming file only set its size), or the saving
+// would look larger than it is.
+func TestSparseSaveShadow(t *testing.T) {
+	ds := openTestStore(t, "", policy.Default())
+	defer ds.Close()
+	s := ds.Store
+	shadowPages := func() int64 { return ds.Shadow.Stats().HostPagesWritten }
+	for _, tc := range []struct {
+		name     string
+		writes   []int64 // offsets of one 4 KiB page each
+		size     int64
+		minPages int64 // data pages a plain filesystem writes
+	}{
+		{"hole", nil, 64 << 20, 0},
+		{"two-pages", []int64{0, 8 << 20}, 16 << 20, 2},
+	} {
+		ino := createFile(t, s, tc.name)
+		before := shadowPages()
+		w, err := s.NewWriter(ino, pathIs(tc.name), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Truncate(tc.size, 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, off := range tc.writes {
+			if _, err := w.WriteAt(bytes.Repeat([]byte{1}, 4096), off, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		// The metadata estimate adds a page or two per change.
+		if got := shadowPages() - before; got < tc.minPages || got > tc.minPages+4 {
+			t.Errorf("%s: the shadow wrote %d pages, want %d data pages (and a few of metadata)", tc.name, got, tc.minPages)
+		}
+		if fi := info(t, s, ino); fi.Ingest != "stream" {
+			t.Errorf("%s: ingest %q", tc.name, fi.Ingest)
+		}
+	}
+	mustCheck(t, s, false)
+}
