@@ -78,6 +78,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		off = w.Size()
 	}
 	n, err := w.WriteAt(data, off, nowNano())
+	of.noteSize()
 	if err != nil {
 		return uint32(n), toErrno(err)
 	}
@@ -117,13 +118,9 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 }
 
 func (h *handle) size() (int64, syscall.Errno) {
-	h.of.mu.Lock()
-	if h.of.writer != nil {
-		s := h.of.writer.Size()
-		h.of.mu.Unlock()
+	if s := h.of.size.Load(); s >= 0 {
 		return s, 0
 	}
-	h.of.mu.Unlock()
 	in, err := h.n.fsys.store.Inode(h.n.ino)
 	if err != nil {
 		return 0, toErrno(err)
@@ -156,6 +153,7 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	h.of.mu.Lock()
 	defer h.of.mu.Unlock()
+	defer h.of.noteSize()
 	switch mode {
 	case 0:
 		w, errno := h.n.writer(h.of, false)

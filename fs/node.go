@@ -119,11 +119,9 @@ func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
 	size := in.Size
 	writing := false
 	if of := f.open.get(in.Ino); of != nil {
-		of.mu.Lock()
-		if of.writer != nil {
-			size, writing = of.writer.Size(), true
+		if s := of.size.Load(); s >= 0 {
+			size, writing = s, true
 		}
-		of.mu.Unlock()
 	}
 	allocated := size
 	if !writing && in.Version != 0 {
@@ -248,6 +246,7 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 			}
 		}
 		if of.writer != nil {
+			defer of.noteSize()
 			return toErrno(of.writer.Truncate(size, now))
 		}
 		of.reader = nil // the committed version is about to change

@@ -50,6 +50,7 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 // one exists already (then it is truncated). Call with of.mu held.
 func (n *Node) truncateOpen(of *openFile) syscall.Errno {
 	if of.writer != nil {
+		defer of.noteSize()
 		return toErrno(of.writer.Truncate(0, nowNano()))
 	}
 	w, errno := n.writer(of, true)
@@ -106,6 +107,7 @@ func (n *Node) writer(of *openFile, truncate bool) (*chain.Writer, syscall.Errno
 	}
 	of.writer = w
 	of.reader = nil
+	of.noteSize()
 	return w, 0
 }
 
@@ -117,6 +119,9 @@ func (n *Node) commit(of *openFile) syscall.Errno {
 	}
 	w := of.writer
 	of.writer, of.reader = nil, nil
+	// of.size keeps the writer's size while the commit encodes: the
+	// inode's size changes only when the commit lands.
+	defer of.size.Store(-1)
 	if err := w.Commit(); err != nil {
 		// The file keeps its previous content; the kernel's page cache may
 		// still hold the bytes just rejected.

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/ckptfs/ckptfs/chain"
 )
@@ -14,6 +15,20 @@ type openFile struct {
 	writable int // handles open for writing (under openTable.mu)
 	writer   *chain.Writer
 	reader   *chain.Reader
+	// size is the uncommitted content's size, -1 with none: stat and
+	// listings read it without taking mu, which a commit holds while it
+	// encodes (a 64 GiB file takes a while), so they never wait on it.
+	size atomic.Int64
+}
+
+// noteSize records the writer's size for stat; call with mu held, after
+// any change of the writer or of its size.
+func (of *openFile) noteSize() {
+	if of.writer != nil {
+		of.size.Store(of.writer.Size())
+	} else {
+		of.size.Store(-1)
+	}
 }
 
 // addWritable counts a handle of of that may write.
@@ -75,6 +90,7 @@ func (t *openTable) acquire(ino chain.Ino) *openFile {
 	of := t.files[ino]
 	if of == nil {
 		of = &openFile{}
+		of.size.Store(-1)
 		t.files[ino] = of
 	}
 	of.handles++

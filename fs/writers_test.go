@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -177,4 +178,41 @@ func TestRewriteWithOTrunc(t *testing.T) {
 		}
 		prev = xattr(t, name, "version")
 	}
+}
+
+// TestListingDoesNotWaitOnCommit: while a large file commits (here 2 GiB
+// of zeros a truncate declared, encoded at close), listing its directory
+// and stat of the file answer at once. They waited for the whole commit
+// (the file's lock was held while it encoded), so `ls -l` hung for as long
+// as `truncate -s 64G` ran.
+func TestListingDoesNotWaitOnCommit(t *testing.T) {
+	m := newTestMount(t)
+	name := m.path("big")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 2 << 30
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- f.Close() }()
+	time.Sleep(100 * time.Millisecond) // the close is encoding by now
+	if _, err := os.ReadDir(m.dir); err != nil {
+		t.Fatal(err)
+	}
+	st := statT(t, name)
+	select {
+	case err := <-closed:
+		t.Fatalf("the listing and stat answered only after the 2 GiB commit had ended (close: %v): they waited on it", err)
+	default:
+	}
+	if st.Size != size {
+		t.Errorf("stat during the commit: size %d, want %d", st.Size, size)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	wantSize(t, name, size)
 }
