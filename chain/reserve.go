@@ -43,13 +43,6 @@ func (s *Store) forceReserve(held *int64, want int64) {
 	r.mu.Unlock()
 }
 
-// Reserved is the backend blocks held for uncommitted writes.
-func (s *Store) Reserved() int64 {
-	s.resv.mu.Lock()
-	defer s.resv.mu.Unlock()
-	return s.resv.blocks
-}
-
 // unflushedBound is the most plain bytes an ingest holds that have not yet
 // reached the backend: the chunks in flight and the pack's buffer.
 func (s *Store) unflushedBound() int64 {
