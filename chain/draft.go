@@ -3,6 +3,7 @@ package chain
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/ckptfs/ckptfs/chain/storage"
@@ -215,6 +216,40 @@ func (d *draft) Truncate(size int64) error {
 	}
 	d.size = size
 	return nil
+}
+
+// dirtyPages lists the pages written into the draft, in order.
+func (d *draft) dirtyPages() []int64 {
+	idxs := make([]int64, 0, len(d.mem)+len(d.staged))
+	for idx := range d.mem {
+		idxs = append(idxs, idx)
+	}
+	for idx := range d.staged {
+		idxs = append(idxs, idx)
+	}
+	slices.Sort(idxs)
+	return idxs
+}
+
+// nextData returns the first offset at or after off whose bytes may not be
+// zeros (d.size if none): a dirty page, or base content that is not a chunk
+// of zeros. dirty is dirtyPages().
+func (d *draft) nextData(off int64, dirty []int64) (int64, error) {
+	i := sort.Search(len(dirty), func(i int) bool { return (dirty[i]+1)*d.ps > off })
+	nextDirty := d.size
+	if i < len(dirty) {
+		nextDirty = min(d.size, max(off, dirty[i]*d.ps))
+	}
+	// Up to the next dirty page, the bytes are the base's (zeros past
+	// baseLive): skip its chunks of zeros.
+	for off < nextDirty && off < d.baseLive {
+		end, err := d.base.zerosEnd(off)
+		if err != nil || end == off {
+			return off, err
+		}
+		off = end
+	}
+	return nextDirty, nil
 }
 
 // shadowChange is what a plain filesystem would write for this draft.

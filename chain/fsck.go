@@ -126,6 +126,14 @@ func (s *Store) verifyVersion(id meta.VersionID) error {
 	}
 	buf := make([]byte, 1<<20)
 	for off := int64(0); off < r.Size(); {
+		end, err := r.skipZeros(off)
+		if err != nil {
+			return err
+		}
+		if end > off {
+			off = end
+			continue
+		}
 		n, err := r.ReadAt(buf, off)
 		off += int64(n)
 		if err == io.EOF && off >= r.Size() {
@@ -153,7 +161,13 @@ func checkChunks(tx *txn, v, ref *meta.Version, pageSize int64, add func(string,
 			add("chunk-tiling", "version %d: chunk at %d, expected one at %d", v.ID, c.Offset, next)
 		}
 		next = c.End()
-		if c.PackOff < 0 || c.EncLen <= 0 || c.PackOff+c.EncLen > v.PackBytes {
+		if c.Zeros() {
+			if c.Delta {
+				add("pack", "version %d chunk at %d: zeros (no encoded bytes) recorded as a delta", v.ID, c.Offset)
+			}
+			return nil
+		}
+		if c.PackOff < 0 || c.EncLen < 0 || c.PackOff+c.EncLen > v.PackBytes {
 			add("pack", "version %d chunk at %d: encoded bytes [%d,+%d) outside the pack of %d", v.ID, c.Offset, c.PackOff, c.EncLen, v.PackBytes)
 		}
 		if !c.Delta {

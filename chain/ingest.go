@@ -44,8 +44,10 @@ type ingest struct {
 	refDepth  uint32
 	refSeg    map[string]meta.Segment // reference's tensor segments by key
 
-	det   detect.Detector
-	spans []detect.Span
+	head    detect.Detector // the detector of the file's start: its format and layout are the file's
+	det     detect.Detector // the detector labelling now: head, or one started after a hole
+	detBase int64           // file offset of det's stream start
+	spans   []detect.Span
 
 	segments []meta.Segment
 	cur      int   // index of the open segment in segments, -1 if none
@@ -89,8 +91,9 @@ type pendingChunk struct {
 // newIngest starts a new version of the file target describes. Its first
 // name hints the format (Caffe files have no magic bytes).
 func (s *Store) newIngest(target refTarget) *ingest {
+	det := detect.New(path.Base(target.pathNow()))
 	return &ingest{s: s, pol: s.Policy(), target: target, id: s.newVersionID(),
-		det: detect.New(path.Base(target.pathNow())), cur: -1, pack: newPackWriter(s)}
+		head: det, det: det, cur: -1, pack: newPackWriter(s)}
 }
 
 // decide chooses and pins the reference (see chooseReference).
@@ -98,7 +101,7 @@ func (in *ingest) decide() error {
 	in.decided = true
 	p := in.target.pathNow()
 	in.family = policy.FamilyOf(p)
-	in.layout = in.det.Layout()
+	in.layout = in.head.Layout()
 	s := in.s
 	// The reference is chosen and pinned with no Update running: an Update
 	// freeing it (the last name of its file going) either committed before,
@@ -148,6 +151,12 @@ func (in *ingest) Write(p []byte) error {
 	}
 	in.crc = crc32.Update(in.crc, castagnoli, p)
 	in.spans = in.det.Label(in.spans[:0], p)
+	if in.detBase != 0 {
+		for i := range in.spans {
+			in.spans[i].Offset += in.detBase
+			in.spans[i].Region += in.detBase
+		}
+	}
 	if !in.decided && hasTensor(in.spans) {
 		if err := in.decide(); err != nil {
 			return in.fail(err)
@@ -166,6 +175,50 @@ func (in *ingest) Write(p []byte) error {
 		}
 	}
 	in.size += int64(len(p))
+	return nil
+}
+
+// holeMin is the run of unwritten zeros from which a hole is stored as one
+// chunk of zeros and the detector starts again after it. A shorter run goes
+// through the detector as zeros, so that a small gap keeps the file's
+// layout; its chunks of zeros cost a scan, not an encoding.
+const holeMin = 64 << 20
+
+// zeroBuf is read-only zeros for holes shorter than holeMin.
+var zeroBuf = make([]byte, 1<<20)
+
+// Hole appends n zero bytes that nobody wrote (a truncate declared them).
+// A long hole costs one chunk record, nothing in the pack and no pass over
+// its bytes, so `truncate -s 64G f` commits at once.
+func (in *ingest) Hole(n int64) error {
+	for n > 0 && n < holeMin {
+		k := min(n, int64(len(zeroBuf)))
+		if err := in.Write(zeroBuf[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	if n == 0 {
+		return nil
+	}
+	if in.err != nil {
+		return in.err
+	}
+	if in.done {
+		return fmt.Errorf("ingest: hole after finish")
+	}
+	if err := in.endSegment(); err != nil {
+		return in.fail(err)
+	}
+	in.crc = crc32Zeros(in.crc, n)
+	seg := meta.Segment{Index: uint32(len(in.segments)), DType: uint8(encode.Bytes), Offset: in.size, Length: n}
+	in.segments = append(in.segments, seg)
+	in.cur = -1
+	in.queue = append(in.queue, pendingChunk{chunk: meta.Chunk{Offset: in.size, Length: n, Segment: seg.Index}})
+	in.size += n
+	// What follows is labelled afresh, as if a file started there: the
+	// detector's position in the format is lost across bytes it never saw.
+	in.det, in.detBase = detect.New(path.Base(in.target.pathNow())), in.size
 	return nil
 }
 
@@ -238,6 +291,14 @@ func (in *ingest) submitChunk() error {
 	plain := in.chunkBuf
 	in.chunkBuf = nil
 	c := meta.Chunk{Offset: in.chunkOff, Length: int64(len(plain)), Segment: seg.Index, Index: in.chunkIdx}
+	if allZero(plain) {
+		// Zeros are stored as nothing (a chunk with no encoded bytes).
+		bufpool.Put(plain)
+		in.chunkOff += c.Length
+		in.chunkIdx++
+		in.queue = append(in.queue, pendingChunk{chunk: c})
+		return nil
+	}
 	j := &chunkJob{plain: plain, dtype: encode.DType(seg.DType), done: make(chan struct{})}
 	if seg.Tensor {
 		j.codec = in.pol.Codec
@@ -266,10 +327,31 @@ func (in *ingest) submitChunk() error {
 	return nil
 }
 
+// allZero reports whether b holds only zeros; it stops at the first byte
+// that is not, which for tensor data is almost always at once.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // collect packs the oldest submitted chunk once it is encoded.
 func (in *ingest) collect() error {
 	pc := in.queue[0]
 	in.queue = in.queue[1:]
+	if pc.job == nil { // zeros: nothing to pack
+		in.chunks = append(in.chunks, pc.chunk)
+		return nil
+	}
 	<-pc.job.done
 	if pc.job.err != nil {
 		return pc.job.err
@@ -338,10 +420,10 @@ func (in *ingest) Finish() (*pendingVersion, error) {
 	// The version belongs to the family of the name it has now: a file
 	// renamed while being written continues its new name's series.
 	p := in.target.pathNow()
-	layout := in.det.Layout()
+	layout := in.head.Layout()
 	pv.v = meta.Version{ID: in.id, Family: policy.FamilyOf(p), Path: p, Layout: layout.Sum,
 		LayoutTensors: uint32(layout.Tensors), Fallback: in.fallback, Size: in.size, Checksum: in.crc,
-		Pack: exts, PackBytes: packBytes, Codec: in.pol.Codec.String(), Format: in.det.Format(),
+		Pack: exts, PackBytes: packBytes, Codec: in.pol.Codec.String(), Format: in.head.Format(),
 		Created: in.s.now().UnixNano(), Segments: uint32(len(in.segments)), Chunks: uint32(len(in.chunks)),
 		DeltaChunks: in.deltas, UnchangedChunks: in.unchanged, TensorBytes: in.tensorBytes}
 	if pv.pinned != 0 && in.deltas > 0 {
@@ -355,8 +437,10 @@ func (in *ingest) Finish() (*pendingVersion, error) {
 // Abort discards the ingest and gives back its pages.
 func (in *ingest) Abort() {
 	for len(in.queue) > 0 {
-		<-in.queue[0].job.done
-		bufpool.Put(in.queue[0].job.plain)
+		if j := in.queue[0].job; j != nil {
+			<-j.done
+			bufpool.Put(j.plain)
+		}
 		in.queue = in.queue[1:]
 	}
 	in.pack.Abort()

@@ -28,6 +28,14 @@ func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Zeros() {
+		// A chunk of zeros is rebuilt only as a reference, and so has
+		// the size of a tensor chunk; a hole's chunk never is one.
+		if c.Delta || c.Length > maxZeroRebuild {
+			return nil, fmt.Errorf("version %d chunk at %d: %d bytes of zeros as a reference: %w", id, off, c.Length, errCorruptManifest)
+		}
+		return make([]byte, c.Length), nil
+	}
 	enc, err := s.readPack(lay.pack, c.PackOff, c.EncLen)
 	if err != nil {
 		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
@@ -54,6 +62,10 @@ func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
 	}
 	return plain, nil
 }
+
+// maxZeroRebuild bounds the chunk of zeros rebuild makes, far above any
+// chunk size, so that a damaged record cannot make it allocate a hole.
+const maxZeroRebuild = 256 << 20
 
 // versionLayout is the immutable part of a version that rebuilds need.
 type versionLayout struct {

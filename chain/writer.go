@@ -311,7 +311,22 @@ func (w *Writer) Commit() error {
 	in := w.s.newIngest(w.target)
 	in.fallback = true
 	buf := make([]byte, 1<<20)
+	dirty := d.dirtyPages()
 	for off := int64(0); off < d.size; {
+		// Holes (never written, or zeros in the base) are not read.
+		next, err := d.nextData(off, dirty)
+		if err != nil {
+			in.Abort()
+			return fmt.Errorf("re-ingest %s at %d: %w", w.target.pathNow(), off, err)
+		}
+		if next > off {
+			if err := in.Hole(next - off); err != nil {
+				in.Abort()
+				return err
+			}
+			off = next
+			continue
+		}
 		n, err := d.ReadAt(buf[:min(int64(len(buf)), d.size-off)], off)
 		if err != nil && err != io.EOF {
 			in.Abort()
@@ -360,18 +375,12 @@ func (w *Writer) streamChange() wear.Change {
 	return c
 }
 
-// finishStream ingests the window and the zeros between and after its
+// finishStream ingests the window and the holes between and after its
 // extents (bytes a truncate declared and nothing wrote), then finishes.
 func (w *Writer) finishStream(in *ingest) (*pendingVersion, error) {
-	var zeros []byte
 	fill := func(to int64) error {
-		for in.Size() < to {
-			if zeros == nil {
-				zeros = make([]byte, 1<<20)
-			}
-			if err := in.Write(zeros[:min(int64(len(zeros)), to-in.Size())]); err != nil {
-				return err
-			}
+		if to > in.Size() {
+			return in.Hole(to - in.Size())
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -322,4 +323,44 @@ func TestHugeSizesRefused(t *testing.T) {
 		t.Errorf("refusing huge sizes took %v", d)
 	}
 	wantContent(t, m.path("f"), []byte("x"))
+}
+
+// TestSparseFilesCostNothing: `truncate -s 64G` of a new file, and of a file
+// with content, returns at once and stores nothing for the hole (the commit
+// encoded every zero, for minutes, while ls and stat of the file hung);
+// the file reads back its content, then zeros.
+func TestSparseFilesCostNothing(t *testing.T) {
+	m := newTestMount(t)
+	const size = 64 << 30
+	writePieces(t, m.path("kept"), []byte("content"))
+	for _, name := range []string{"new", "kept"} {
+		p := m.path(name)
+		if name == "new" {
+			writePieces(t, p, nil)
+		}
+		if err := syscall.Truncate(p, size); err != nil {
+			t.Fatalf("truncate %s: %v", name, err)
+		}
+		wantSize(t, p, size)
+		if stored := xattr(t, p, "stored_bytes"); stored != "0" && name == "new" {
+			t.Errorf("%s: a 64 GiB hole stored %s bytes", name, stored)
+		}
+		if stored, _ := strconv.Atoi(xattr(t, p, "stored_bytes")); stored > 1<<20 {
+			t.Errorf("%s: a 64 GiB hole stored %d bytes", name, stored)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 4096)
+		if _, err := f.ReadAt(got, size-4096); err != nil || !bytes.Equal(got, make([]byte, 4096)) {
+			t.Errorf("%s: the end of the hole is not zeros (%v)", name, err)
+		}
+		if name == "kept" {
+			if _, err := f.ReadAt(got[:7], 0); err != nil || string(got[:7]) != "content" {
+				t.Errorf("the content before the hole: %q, %v", got[:7], err)
+			}
+		}
+		f.Close()
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain/storage/memstore"
 	"golang.org/x/sys/unix"
 )
 
@@ -180,20 +181,26 @@ func TestRewriteWithOTrunc(t *testing.T) {
 	}
 }
 
-// TestListingDoesNotWaitOnCommit: while a large file commits (here 2 GiB
-// of zeros a truncate declared, encoded at close), listing its directory
-// and stat of the file answer at once. They waited for the whole commit
-// (the file's lock was held while it encoded), so `ls -l` hung for as long
-// as `truncate -s 64G` ran.
+// TestListingDoesNotWaitOnCommit: while a large file commits (here 192 MiB
+// of random bytes rewritten in place, which the fallback re-reads and
+// encodes at close), listing its directory and stat of the file answer at
+// once. They waited for the whole commit (the file's lock was held while
+// it encoded), so `ls -l` hung for as long as `truncate -s 64G` ran when
+// holes were still encoded.
 func TestListingDoesNotWaitOnCommit(t *testing.T) {
-	m := newTestMount(t)
+	m := newTestMountOn(t, memstore.New(4096, 128<<10)) // 512 MiB: the file twice, and the draft
 	name := m.path("big")
-	f, err := os.Create(name)
+	const size = 192 << 20
+	data := make([]byte, size)
+	rand.New(rand.NewSource(9)).Read(data)
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const size = 2 << 30
-	if err := f.Truncate(size); err != nil {
+	if _, err := f.WriteAt([]byte{1}, 10); err != nil { // in place: the fallback
 		t.Fatal(err)
 	}
 	closed := make(chan error, 1)
@@ -205,7 +212,7 @@ func TestListingDoesNotWaitOnCommit(t *testing.T) {
 	st := statT(t, name)
 	select {
 	case err := <-closed:
-		t.Fatalf("the listing and stat answered only after the 2 GiB commit had ended (close: %v): they waited on it", err)
+		t.Fatalf("the listing and stat answered only after the 192 MiB commit had ended (close: %v): they waited on it", err)
 	default:
 	}
 	if st.Size != size {

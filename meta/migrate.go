@@ -13,8 +13,10 @@ import (
 // fallback, reference reason): a format 2 store needs no migration (its
 // records stay readable), only the new number, so that a ckptfs that knows
 // format 2 refuses the store at open instead of failing on its first
-// version record.
-const Format = 3
+// version record. Format 4 adds chunks of zeros (EncLen 0: a hole or a
+// run of zeros, stored as nothing), which a ckptfs of format 3 would fail
+// to decode; its records are those of format 3.
+const Format = 4
 
 var keyFormat = []byte("format")
 

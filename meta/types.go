@@ -246,7 +246,9 @@ func (s *Segment) unmarshal(b []byte) error {
 
 // Chunk is the unit of coding: up to a fixed number of elements of one
 // segment, encoded on its own (baseline) or against the chunk at RefOffset of
-// the version's Ref (delta).
+// the version's Ref (delta). A chunk with no encoded bytes (EncLen 0) is
+// zeros: a run of zeros written, or a hole nobody wrote (format 4); such a
+// chunk is never a delta and has no place in the pack.
 type Chunk struct {
 	Offset    int64 // file offset of the first plain byte
 	Length    int64 // plain bytes
@@ -260,6 +262,9 @@ type Chunk struct {
 
 // End is the file offset after the chunk.
 func (c *Chunk) End() int64 { return c.Offset + c.Length }
+
+// Zeros reports whether the chunk is all zeros, stored as nothing.
+func (c *Chunk) Zeros() bool { return c.EncLen == 0 }
 
 const chunkRecordVersion = 1
 
