@@ -17,9 +17,19 @@ import (
 
 // goldenStores are stores written by each on-disk format version, with the
 // same content: a torch checkpoint series with deltas, an .npy, a text file
-// with a hard link and an xattr, a symlink. Keep every one, and add one per
-// new format version.
-var goldenStores = []string{"store-v1", "store-v2", "store-v3"}
+// with a hard link and an xattr, a symlink; from format 4 on, also a sparse
+// file (a hole, data, a run of zeros). Keep every one, and add one per new
+// format version.
+var goldenStores = []string{"store-v1", "store-v2", "store-v3", "store-v4"}
+
+// goldenFiles is the number of regular files (hard links counted once per
+// name) in golden store name.
+func goldenFiles(name string) int {
+	if name >= "store-v4" {
+		return 7
+	}
+	return 6
+}
 
 // TestGoldenStores opens a copy of each golden store (upgrading old formats)
 // and checks that every file still reads back with the recorded hash and
@@ -32,7 +42,7 @@ func TestGoldenStores(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			copyDir(t, filepath.Join("testdata", name), dir)
 			for range 2 {
-				checkGoldenStore(t, dir, filepath.Join("testdata", name+".manifest"), name >= "store-v3")
+				checkGoldenStore(t, dir, filepath.Join("testdata", name+".manifest"), name >= "store-v3", goldenFiles(name))
 			}
 		})
 	}
@@ -41,7 +51,7 @@ func TestGoldenStores(t *testing.T) {
 // checkGoldenStore checks a golden store; with provenance, its versions
 // also say how they were made (version records of record version 2,
 // format 3 on).
-func checkGoldenStore(t *testing.T, dir, manifestPath string, provenance bool) {
+func checkGoldenStore(t *testing.T, dir, manifestPath string, provenance bool, wantFiles int) {
 	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default()}, StoredPolicy: true})
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +97,19 @@ func checkGoldenStore(t *testing.T, dir, manifestPath string, provenance bool) {
 			files++
 		}
 	}
-	if files != 6 {
-		t.Fatalf("manifest listed %d files, want 6", files)
+	if files != wantFiles {
+		t.Fatalf("manifest listed %d files, want %d", files, wantFiles)
+	}
+	if wantFiles >= 7 {
+		zeros := 0
+		for _, c := range chunksOf(t, ds.Store, lookupPath(t, ds.Store, "sparse.bin").Ino) {
+			if c.Zeros() {
+				zeros++
+			}
+		}
+		if zeros < 2 {
+			t.Errorf("sparse.bin has %d chunks of zeros, want its hole and its run of zeros", zeros)
+		}
 	}
 	info, err := ds.Info(lookupPath(t, ds.Store, "run/ckpt-000030.pt").Ino)
 	if err != nil || info.Depth == 0 {
