@@ -50,7 +50,8 @@ func (s *Store) unflushedBound() int64 {
 }
 
 // pendingBytes is what the writer's accepted bytes may still need of the
-// backend: the window, the bytes the ingest has not flushed (bounded), or a
+// backend: the window, the write-back queue, the bytes the ingest has not
+// flushed (bounded), or a
 // draft's pages in memory (staged pages are on the backend already). Bytes
 // a truncate declared and nothing wrote are zeros, which cost next to
 // nothing, and are not counted (a sparse 64 GiB file needs no 64 GiB).
@@ -58,7 +59,7 @@ func (s *Store) unflushedBound() int64 {
 // with ENOSPC at close, keeping the previous content.
 func (w *Writer) pendingBytes() int64 {
 	if w.ingest != nil {
-		return w.windowBytes + min(w.ingest.Size(), w.s.unflushedBound())
+		return w.windowBytes + w.queued + min(w.front-w.queued, w.s.unflushedBound())
 	}
 	return int64(len(w.draft.mem)) * w.draft.ps
 }

@@ -25,6 +25,19 @@ var errCorruptManifest = errors.New("corrupt manifest")
 // (see plaincache.DefaultBytes).
 const DefaultCacheBytes = plaincache.DefaultBytes
 
+// AutoCacheBytes is the memory for plain chunks that follows the machine:
+// an eighth of its RAM, between DefaultCacheBytes and 8 GiB. The reference
+// tier gets 7/8 of it, so that the last save of a checkpoint of several
+// GB is its next save's reference without a rebuild through the delta
+// chain (a plain filesystem's page cache keeps it likewise).
+func AutoCacheBytes() int64 {
+	return min(max(PhysicalMemory()/8, DefaultCacheBytes), 8<<30)
+}
+
+// workerScratch bounds the memory an encode worker holds at a time: the
+// plain chunk, its reference, the encoded bytes and the coder's scratch.
+const workerScratch = 8 << 20
+
 // Options configure a Store.
 type Options struct {
 	Policy policy.Policy
@@ -39,6 +52,11 @@ type Options struct {
 	// fall back and drafts stage their pages on the backend. 0:
 	// DefaultDirtyBytes.
 	DirtyBytes int64
+	// WriteBackBytes bounds the bytes all writers together have accepted
+	// and not yet ingested (writeback.go); past it, writes wait. 0:
+	// DefaultWriteBackBytes(); negative: no write-back, each write is
+	// ingested before it returns.
+	WriteBackBytes int64
 	// Workers encode and decode chunks in parallel. 0: GOMAXPROCS.
 	Workers int
 	// Now supplies timestamps (tests fix it). nil: time.Now.
@@ -68,11 +86,13 @@ type Store struct {
 	jobs      chan *chunkJob // to the encode workers
 	closeOnce sync.Once
 
-	resv     reservations // space of accepted, uncommitted writes
-	dirty    dirtyMemory  // memory of uncommitted bytes, all writers together
-	pinMu    sync.Mutex
-	pins     map[meta.VersionID]int
-	deferred map[meta.VersionID]bool // pinned versions whose release waits
+	resv       reservations    // space of accepted, uncommitted writes
+	dirty      dirtyMemory     // memory of uncommitted bytes, all writers together
+	wb         writeBackMemory // bytes accepted and not yet ingested, all writers together
+	cacheBytes int64
+	pinMu      sync.Mutex
+	pins       map[meta.VersionID]int
+	deferred   map[meta.VersionID]bool // pinned versions whose release waits
 
 	pendingMu sync.RWMutex
 	pending   map[meta.VersionID]*pendingVersion // finished, not committed, readable
@@ -92,6 +112,12 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	if s.dirty.limit <= 0 {
 		s.dirty.limit = DefaultDirtyBytes
 	}
+	switch s.wb.limit = opts.WriteBackBytes; {
+	case s.wb.limit == 0:
+		s.wb.limit = DefaultWriteBackBytes()
+	case s.wb.limit < 0:
+		s.wb.limit = -1
+	}
 	if s.workers <= 0 {
 		s.workers = runtime.GOMAXPROCS(0)
 	}
@@ -106,6 +132,7 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	if cacheBytes <= 0 {
 		cacheBytes = DefaultCacheBytes
 	}
+	s.cacheBytes = cacheBytes
 	tier := cacheBytes / 8 * plaincache.TierEighths
 	s.refs = plaincache.NewTier(tier)
 	s.cache = plaincache.NewCache(cacheBytes - tier)
@@ -299,3 +326,12 @@ func (s *Store) StoredPages() (int64, error) {
 // DropCaches forgets every rebuilt plain chunk, so that the next reads
 // decode from the device (replay measures restores this way).
 func (s *Store) DropCaches() { s.cache.Clear() }
+
+// MemoryBudget is the most memory the store's bounded parts hold together:
+// the plain chunks (cache and reference tier), the writers' windows and
+// drafts, the write-back queues, and the workers' buffers. The daemon's
+// soft heap limit is set above it (cmd/ckptfs), so that the collector does
+// not run without end once those fill up.
+func (s *Store) MemoryBudget() int64 {
+	return s.cacheBytes + s.dirty.limit + max(s.wb.limit, 0) + int64(s.workers)*workerScratch
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/ckptfs/ckptfs/chain/bufpool"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 )
@@ -34,12 +36,22 @@ type Writer struct {
 
 	mu          sync.Mutex
 	ingest      *ingest  // streaming mode
-	size        int64    // streaming: the file's size, >= ingest.Size()
-	window      []extent // streaming: bytes past the ingest's end, sorted, disjoint
+	front       int64    // streaming: bytes accepted in order (ingested, then queued)
+	size        int64    // streaming: the file's size, >= front
+	window      []extent // streaming: bytes past front, sorted, disjoint
 	windowBytes int64
 	draft       *draft // fallback mode
 	mtime       int64
 	resv        int64 // backend blocks reserved for the accepted bytes (reserve.go)
+
+	// Write-back (writeback.go): bytes accepted in order wait here for
+	// the feeder goroutine, which alone uses the ingest while it runs.
+	queue     [][]byte
+	queued    int64
+	feeding   bool
+	dropQueue bool
+	feedErr   error
+	idle      sync.Cond // the feeder stopped
 }
 
 // extent is bytes of the window at file offset off.
@@ -67,6 +79,7 @@ func (s *Store) NewWriter(ino meta.Ino, path func() string, truncate bool) (*Wri
 		return nil, err
 	}
 	w := &Writer{s: s, ino: ino, target: refTarget{path: path, prev: n.Version}}
+	w.idle.L = &w.mu
 	if truncate || n.Size == 0 {
 		w.ingest = s.newIngest(w.target)
 		return w, nil
@@ -101,21 +114,40 @@ func (w *Writer) WriteAt(p []byte, off int64, mtime int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > MaxFileSize {
 		return 0, fmt.Errorf("write of %d bytes at %d: %w", len(p), off, syscall.EFBIG)
 	}
+	// Room in the write-back queues is claimed before the writer's lock,
+	// which the feeder needs to make room; it is given back below unless
+	// the bytes are queued.
+	claim := int64(0)
+	if w.s.wb.enabled() {
+		claim = int64(len(p))
+		w.s.wb.acquire(claim)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer func() { w.s.wb.add(-claim) }()
 	if err := w.reserveFor(len(p)); err != nil {
 		return 0, err
 	}
 	defer w.settle()
 	w.mtime = mtime
 	if w.ingest != nil {
-		front, end := w.ingest.Size(), off+int64(len(p))
+		if w.feedErr != nil {
+			return 0, w.feedErr
+		}
+		front, end := w.front, off+int64(len(p))
 		switch {
 		case off == front:
 			w.cutWindow(off, end)
-			if err := w.ingest.Write(p); err != nil {
+			b := p
+			if w.s.wb.enabled() {
+				b = bufpool.Get(len(p))
+				copy(b, p)
+				claim = 0 // the queue holds it now
+			}
+			if err := w.push(b); err != nil {
 				return 0, err
 			}
+			w.front = end
 			w.size = max(w.size, end)
 			if err := w.drain(); err != nil {
 				return 0, err
@@ -184,15 +216,19 @@ func (w *Writer) dropWindow() {
 	w.window = nil
 }
 
-// drain ingests the window's bytes that now follow the ingest's end.
+// drain hands the ingest the window's bytes that now follow front.
 func (w *Writer) drain() error {
-	for len(w.window) > 0 && w.window[0].off == w.ingest.Size() {
+	for len(w.window) > 0 && w.window[0].off == w.front {
 		e := w.window[0]
 		w.window = w.window[1:]
 		w.windowDelta(-int64(len(e.data)))
-		if err := w.ingest.Write(e.data); err != nil {
+		if w.s.wb.enabled() {
+			w.s.wb.add(int64(len(e.data))) // already in memory: no waiting
+		}
+		if err := w.push(e.data); err != nil {
 			return err
 		}
+		w.front = e.end()
 	}
 	return nil
 }
@@ -204,7 +240,7 @@ func (w *Writer) drain() error {
 func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.ingest != nil && off >= w.ingest.Size() {
+	if w.ingest != nil && off >= w.front {
 		if off >= w.size {
 			return 0, io.EOF
 		}
@@ -238,7 +274,7 @@ func (w *Writer) Truncate(size int64, mtime int64) error {
 	defer w.mu.Unlock()
 	defer w.settle()
 	w.mtime = mtime
-	if w.ingest != nil && size >= w.ingest.Size() {
+	if w.ingest != nil && size >= w.front {
 		// Growing, or cutting only what the window holds: the bytes
 		// past size are gone, and growing again shows zeros.
 		w.cutWindow(size, MaxFileSize+1)
@@ -256,6 +292,9 @@ func (w *Writer) Truncate(size int64, mtime int64) error {
 func (w *Writer) toDraft() error {
 	if w.draft != nil {
 		return nil
+	}
+	if err := w.settleQueue(false); err != nil {
+		return err
 	}
 	p, err := w.ingest.Finish()
 	if err != nil {
@@ -296,6 +335,11 @@ func (w *Writer) Commit() error {
 	defer w.unreserve()
 	defer w.dropWindow()
 	if w.ingest != nil {
+		if err := w.settleQueue(false); err != nil {
+			w.ingest.Abort()
+			w.ingest = nil
+			return err
+		}
 		in := w.ingest
 		change := w.streamChange()
 		w.ingest = nil
@@ -368,7 +412,7 @@ func (w *Writer) streamChange() wear.Change {
 		}
 		c.Dirty = append(c.Dirty, wear.PageRange{First: first, Count: last - first})
 	}
-	add(0, w.ingest.Size())
+	add(0, w.front)
 	for _, e := range w.window {
 		add(e.off, e.end())
 	}
@@ -400,6 +444,11 @@ func (w *Writer) finishStream(in *ingest) (*pendingVersion, error) {
 }
 
 func (w *Writer) commitPending(p *pendingVersion, change wear.Change) error {
+	// The file may have been renamed since its ingest finished (a commit
+	// after close runs in the background): it joins its name's family now.
+	if path := w.target.pathNow(); path != p.v.Path {
+		p.v.Path, p.v.Family = path, policy.FamilyOf(path)
+	}
 	if p.Size() == 0 {
 		// An empty file has no version: it must not become its family's
 		// reference, and there is nothing to store.
@@ -419,6 +468,7 @@ func (w *Writer) Abort() {
 	defer w.mu.Unlock()
 	defer w.unreserve()
 	w.dropWindow()
+	_ = w.settleQueue(true)
 	if w.ingest != nil {
 		w.ingest.Abort()
 		w.ingest = nil
@@ -447,6 +497,13 @@ func (tx *txn) commitEmpty(ino meta.Ino, change wear.Change, mtime int64) error 
 		return err
 	}
 	return tx.shadowCommit(ino, change, 0)
+}
+
+// Mtime is the modification time the commit will record (0: the commit's).
+func (w *Writer) Mtime() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mtime
 }
 
 // SetMtime sets the modification time the commit will record (utimens on a

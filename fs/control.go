@@ -109,6 +109,7 @@ var (
 )
 
 func (s *statsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	s.fsys.commits.wait() // the size of the report that open will render
 	h, _ := fh.(*statsHandle)
 	s.attr(&out.Attr, h)
 	return 0
@@ -137,6 +138,7 @@ func (s *statsNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if s.fsys.Stats == nil {
 		return nil, 0, syscall.ENOENT
 	}
+	s.fsys.commits.wait() // the report covers every file closed before
 	data, err := s.fsys.Stats()
 	if err != nil {
 		return nil, 0, toErrno(err)

@@ -46,6 +46,17 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		return fuse.ReadResultData(dest[:n]), 0
 	}
 	if of.reader == nil {
+		of.waitCommit()
+	}
+	if of.writer != nil { // a writer started while we waited
+		n, err := of.writer.ReadAt(dest, off)
+		of.mu.Unlock()
+		if err != nil && err != io.EOF {
+			return nil, toErrno(err)
+		}
+		return fuse.ReadResultData(dest[:n]), 0
+	}
+	if of.reader == nil {
 		in, err := h.n.fsys.store.Inode(h.n.ino)
 		if err == nil {
 			of.reader, err = h.n.fsys.store.OpenVersion(in.Version)
@@ -85,14 +96,15 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	return uint32(n), 0
 }
 
-// Flush runs at every close(2): a handle that may write commits the file.
+// Flush runs at every close(2): a handle that may write commits the file,
+// in the background unless SyncClose (writeback.go).
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	if !writable(h.flags) {
 		return 0
 	}
 	h.of.mu.Lock()
 	defer h.of.mu.Unlock()
-	return h.n.commit(h.of)
+	return h.n.commitClose(h.of)
 }
 
 // Fsync commits the file and makes the store durable.
@@ -196,5 +208,6 @@ func (n *Node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) sysca
 	if h, ok := f.(*handle); ok {
 		return h.Fsync(ctx, flags)
 	}
+	n.fsys.commits.wait() // the entries synced name content that must be there
 	return toErrno(n.fsys.store.SyncData())
 }

@@ -195,6 +195,7 @@ func (m *testMount) stop() {
 			return // the store may still be in use: leave it open
 		}
 		m.server.Wait()
+		m.fsys.Drain()
 		m.server = nil
 	}
 	if m.store == nil {

@@ -26,6 +26,11 @@ type FS struct {
 
 	storedMu sync.Mutex
 	stored   map[chain.VersionID]int64 // encoded bytes of committed versions (fillAttr)
+
+	// SyncClose commits at close before close returns (--sync-close);
+	// otherwise the commit runs in the background (writeback.go).
+	SyncClose bool
+	commits   commitTracker
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
@@ -116,11 +121,14 @@ func (n *Node) child(ctx context.Context, in *chain.Inode, out *fuse.EntryOut) *
 // keeps for the committed version, so du of a mount shows what the
 // checkpoints cost on flash; while a writer is open, the logical size.
 func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
-	size := in.Size
+	size, mtime := in.Size, in.Mtime
 	writing := false
 	if of := f.open.get(in.Ino); of != nil {
 		if s := of.size.Load(); s >= 0 {
 			size, writing = s, true
+			if m := of.mtime.Load(); m != 0 {
+				mtime = m
+			}
 		}
 	}
 	allocated := size
@@ -137,7 +145,7 @@ func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
 	out.Size = uint64(size)
 	out.Blksize = 4096
 	out.Blocks = (uint64(allocated) + 511) / 512
-	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, in.Mtime), time.Unix(0, in.Ctime)
+	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, mtime), time.Unix(0, in.Ctime)
 	out.SetTimes(&at, &mt, &ct)
 }
 
@@ -179,6 +187,9 @@ func (n *Node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 
 // Setattr changes size, mode, owner and times.
 func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	// A commit landing after this would undo its times (cp -p sets them
+	// after close).
+	n.waitCommitOf()
 	now := time.Now().UnixNano()
 	if size, ok := in.GetSize(); ok {
 		if errno := n.truncate(int64(size), now); errno != 0 {
@@ -240,6 +251,7 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 	if of := n.fsys.open.get(n.ino); of != nil {
 		of.mu.Lock()
 		defer of.mu.Unlock()
+		of.waitCommit()
 		if of.writer == nil && n.fsys.open.writableOpen(n.ino) {
 			if _, errno := n.writer(of, size == 0); errno != 0 {
 				return errno

@@ -98,6 +98,7 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 // writer returns the inode's uncommitted writer, starting one if needed.
 // Call with of.mu held.
 func (n *Node) writer(of *openFile, truncate bool) (*chain.Writer, syscall.Errno) {
+	of.waitCommit() // the new content starts from the committed one
 	if of.writer != nil {
 		return of.writer, 0
 	}
@@ -111,9 +112,15 @@ func (n *Node) writer(of *openFile, truncate bool) (*chain.Writer, syscall.Errno
 	return w, 0
 }
 
-// commit makes the inode's uncommitted writes its content. Call with
-// of.mu held.
+// commit makes the inode's uncommitted writes its content, after the
+// background commit of an earlier close; it reports that one's failure if
+// nobody has yet. Call with of.mu held.
 func (n *Node) commit(of *openFile) syscall.Errno {
+	of.waitCommit()
+	if err := of.failed; err != nil {
+		of.failed = nil
+		return toErrno(err)
+	}
 	if of.writer == nil {
 		return 0
 	}
@@ -135,7 +142,7 @@ func (n *Node) commit(of *openFile) syscall.Errno {
 // release drops a handle. The inode's last handle commits what is left;
 // an unlinked inode the kernel has also forgotten is freed.
 func (n *Node) release(of *openFile, writable bool) {
-	if n.fsys.open.release(n.ino, writable, func(of *openFile) { _ = n.commit(of) }) {
+	if n.fsys.open.release(n.ino, writable, func(of *openFile) { _ = n.commitClose(of) }) {
 		n.fsys.forget(n.ino)
 	}
 }

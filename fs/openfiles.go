@@ -19,6 +19,14 @@ type openFile struct {
 	// listings read it without taking mu, which a commit holds while it
 	// encodes (a 64 GiB file takes a while), so they never wait on it.
 	size atomic.Int64
+	// mtime is the uncommitted content's modification time (0: none), for
+	// stat likewise: the commit records it.
+	mtime atomic.Int64
+	// pending is the commit running in the background since the last
+	// close (writeback.go); failed, the error of one that failed, which
+	// the next fsync reports.
+	pending *pendingCommit
+	failed  error
 }
 
 // noteSize records the writer's size for stat; call with mu held, after
@@ -26,8 +34,10 @@ type openFile struct {
 func (of *openFile) noteSize() {
 	if of.writer != nil {
 		of.size.Store(of.writer.Size())
+		of.mtime.Store(of.writer.Mtime())
 	} else {
 		of.size.Store(-1)
+		of.mtime.Store(0)
 	}
 }
 
@@ -128,6 +138,15 @@ func (t *openTable) release(ino chain.Ino, writable bool, commit func(*openFile)
 	}
 	delete(t.files, ino)
 	return !t.known[ino]
+}
+
+// hold counts one more handle on of, the state of ino (a background commit
+// holds one, so that the state and the inode outlive the last close).
+func (t *openTable) hold(ino chain.Ino, of *openFile) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	of.handles++
+	t.files[ino] = of
 }
 
 // get returns the inode's shared state, or nil if it has no open handles.

@@ -273,6 +273,7 @@ func TestFailedCommitKeepsOldContent(t *testing.T) {
 	m := newTestMountOn(t, backend)
 	old := randomBytes(21, 8<<20)
 	writePieces(t, m.path("a"), old)
+	m.fsys.Drain() // its commit, in the background after close, has landed
 	backend.full.Store(true)
 	for round := range 3 {
 		w, err := os.OpenFile(m.path("a"), os.O_RDWR, 0)
@@ -342,6 +343,11 @@ func TestSparseFilesCostNothing(t *testing.T) {
 			t.Fatalf("truncate %s: %v", name, err)
 		}
 		wantSize(t, p, size)
+		// The truncate may have gone to the writer of the handle whose
+		// release is still on its way from the kernel: fsync commits it.
+		if f, err := os.Open(p); err != nil || f.Sync() != nil || f.Close() != nil {
+			t.Fatalf("fsync %s: %v", name, err)
+		}
 		if stored := xattr(t, p, "stored_bytes"); stored != "0" && name == "new" {
 			t.Errorf("%s: a 64 GiB hole stored %s bytes", name, stored)
 		}

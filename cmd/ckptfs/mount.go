@@ -33,6 +33,8 @@ type mountFlags struct {
 	allowOther   bool
 	debug        bool
 	cacheMiB     int
+	syncClose    bool
+	writeBackMiB int
 	deviceSize   string
 	syncEvery    time.Duration
 	cpuProfile   string
@@ -117,7 +119,9 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.StringVar(&f.deviceSize, "device-size", "", "physical size of a new store's simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users access the mount")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
-	fl.IntVar(&f.cacheMiB, "cache-mib", chain.DefaultCacheBytes>>20, "memory for plain chunks: the references of the next saves (7/8) and rebuilt chunks for reads (MiB)")
+	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks: the references of the next saves (7/8) and rebuilt chunks for reads, in MiB (default: an eighth of RAM, 128 MiB to 8 GiB)")
+	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns once ckptfs holds the bytes, and the commit follows in the background; fsync waits for it)")
+	fl.IntVar(&f.writeBackMiB, "write-back-mib", 0, "memory for bytes written and not yet encoded, all files together; writes wait when it is full (MiB; default: a tenth of RAM, 64 MiB to 16 GiB; -1: none, each write is encoded before it returns)")
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
 	fl.MarkHidden("cpuprofile")
@@ -459,7 +463,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		return false, report(err)
 	}
 	ds, err := chain.OpenDir(f.store, chain.DirOptions{
-		Options: chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20},
+		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB), WriteBackBytes: int64(f.writeBackMiB) << 20},
 		Device:  dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
 	if errors.Is(err, chain.ErrLocked) {
 		err = fmt.Errorf("store %s is in use by another ckptfs daemon", f.store)
@@ -472,8 +476,9 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	if err != nil {
 		return false, report(err)
 	}
-	limitMemoryFor(ds, int64(f.cacheMiB)<<20)
+	limitMemoryFor(ds, 0)
 	fsys := fs.New(ds.Store)
+	fsys.SyncClose = f.syncClose
 	fsys.Stats = func() ([]byte, error) {
 		rep, err := ds.Report(chain.ReportOptions{})
 		if err != nil {
@@ -518,6 +523,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		}
 	}()
 	server.Wait()
+	fsys.Drain() // commits of files closed before the unmount
 	close(done)
 	if err := ds.Close(); err != nil {
 		return true, fmt.Errorf("close store %s: %w", f.store, err)
@@ -627,4 +633,12 @@ func waitUnlocked(path string, limit time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// cacheBytes is --cache-mib in bytes; 0 follows the machine's RAM.
+func cacheBytes(mib int) int64 {
+	if mib <= 0 {
+		return chain.AutoCacheBytes()
+	}
+	return int64(mib) << 20
 }

@@ -1,0 +1,131 @@
+package chain
+
+import (
+	"sync"
+
+	"github.com/ckptfs/ckptfs/chain/bufpool"
+	"golang.org/x/sys/unix"
+)
+
+// Write-back: a write in order at the end of a streaming file is copied into
+// the writer's queue and returns; a feeder goroutine per writer ingests the
+// queue (detection, chunking, encoding on the workers). A save thus runs at
+// the speed of memory while the encoding keeps up behind it, as the page
+// cache lets a plain filesystem's writes return before the disk has them.
+// The bytes queued by all writers together are bounded (writeBackMemory);
+// past the bound a write waits for the feeders (back-pressure), it never
+// fails.
+
+// DefaultWriteBackBytes is the default bound on queued bytes: a tenth of
+// the machine's memory, like the kernel's dirty_background_ratio, at least
+// 64 MiB and at most 16 GiB.
+func DefaultWriteBackBytes() int64 {
+	return min(max(PhysicalMemory()/10, 64<<20), 16<<30)
+}
+
+// PhysicalMemory is the machine's RAM in bytes (1 GiB if unknown).
+func PhysicalMemory() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
+		return 1 << 30
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// writeBackMemory counts the bytes queued for ingest by all writers.
+type writeBackMemory struct {
+	mu    sync.Mutex
+	room  sync.Cond
+	held  int64
+	limit int64 // < 0: no queue, writes ingest inline
+}
+
+func (m *writeBackMemory) enabled() bool { return m.limit >= 0 }
+
+// acquire claims n bytes, waiting while the queues are full. A claim
+// larger than the bound waits for the queues to empty.
+func (m *writeBackMemory) acquire(n int64) {
+	m.mu.Lock()
+	if m.room.L == nil {
+		m.room.L = &m.mu
+	}
+	for m.held > 0 && m.held+n > m.limit {
+		m.room.Wait()
+	}
+	m.held += n
+	m.mu.Unlock()
+}
+
+// add claims (or, negative, gives back) n bytes whatever the bound.
+func (m *writeBackMemory) add(n int64) {
+	m.mu.Lock()
+	m.held += n
+	if n < 0 && m.room.L != nil {
+		m.room.Broadcast()
+	}
+	m.mu.Unlock()
+}
+
+// QueuedBytes is the memory held now by bytes accepted and not yet ingested.
+func (s *Store) QueuedBytes() int64 {
+	s.wb.mu.Lock()
+	defer s.wb.mu.Unlock()
+	return s.wb.held
+}
+
+// push hands b, which the writer owns, to the ingest: to the queue, or
+// inline when write-back is off. Call with w.mu held.
+func (w *Writer) push(b []byte) error {
+	if !w.s.wb.enabled() {
+		return w.ingest.Write(b)
+	}
+	w.queue = append(w.queue, b)
+	w.queued += int64(len(b))
+	if !w.feeding {
+		w.feeding = true
+		go w.feed()
+	}
+	return nil
+}
+
+// feed ingests the queue until it is empty. An ingest error stops it; the
+// bytes still queued are dropped and the error is the writer's from then
+// on (the next write, and the commit, return it).
+func (w *Writer) feed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) > 0 {
+		b := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		if w.feedErr == nil && !w.dropQueue {
+			in := w.ingest
+			w.mu.Unlock()
+			err := in.Write(b)
+			w.mu.Lock()
+			if err != nil && w.feedErr == nil {
+				w.feedErr = err
+			}
+		}
+		w.queued -= int64(len(b))
+		w.s.wb.add(-int64(len(b)))
+		bufpool.Put(b)
+	}
+	w.queue = nil
+	w.feeding = false
+	w.idle.Broadcast()
+}
+
+// settleQueue waits until the feeder has ingested (or, with drop, dropped)
+// everything queued, and returns the ingest's error if it failed. Call
+// with w.mu held; it is released while waiting.
+func (w *Writer) settleQueue(drop bool) error {
+	if drop {
+		w.dropQueue = true
+	}
+	for w.feeding {
+		w.idle.Wait()
+	}
+	w.dropQueue = false
+	return w.feedErr
+}

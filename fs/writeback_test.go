@@ -1,0 +1,156 @@
+package fs
+
+import (
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storage"
+	"github.com/ckptfs/ckptfs/chain/storage/memstore"
+)
+
+// gatedBackend holds every write while its gate is shut: the ingest behind
+// a closed file cannot finish, so its commit stays pending.
+type gatedBackend struct {
+	storage.Backend
+	gate atomic.Pointer[chan struct{}]
+}
+
+func (b *gatedBackend) Write(data []byte) (storage.Location, error) {
+	if g := b.gate.Load(); g != nil {
+		<-*g
+	}
+	return b.Backend.Write(data)
+}
+
+// shut holds writes until the returned function opens the gate.
+func (b *gatedBackend) shut() (open func()) {
+	g := make(chan struct{})
+	b.gate.Store(&g)
+	return func() { b.gate.Store(nil); close(g) }
+}
+
+// async runs fn and reports its end on the returned channel.
+func async(fn func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	return done
+}
+
+// stillWaiting fails the test if done has delivered within a short while.
+func stillWaiting(t *testing.T, what string, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned (%v) while the commit could not land", what, err)
+	case <-time.After(150 * time.Millisecond):
+	}
+}
+
+// TestCloseReturnsBeforeCommit: close returns once ckptfs holds the bytes,
+// while the ingest and the commit go on in the background (write-back);
+// stat answers at once with the new size; a read, fsync, and the report
+// wait for the commit, and see the new content.
+func TestCloseReturnsBeforeCommit(t *testing.T) {
+	backend := &gatedBackend{Backend: memstore.New(4096, 32<<10)}
+	m := newTestMountOn(t, backend)
+	name := m.path("ckpt.bin")
+	v1, v2 := randomBytes(1, 4<<20), randomBytes(2, 6<<20)
+	writePieces(t, name, v1)
+	m.fsys.Drain()
+
+	open := backend.shut()
+	closed := async(func() error { return os.WriteFile(name, v2, 0o644) })
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		open()
+		t.Fatal("close waited for the commit")
+	}
+	if st := statT(t, name); st.Size != int64(len(v2)) {
+		t.Errorf("stat during the commit: size %d, want %d", st.Size, len(v2))
+	}
+	read := async(func() error {
+		got, err := os.ReadFile(name)
+		if err == nil && string(got) != string(v2) {
+			t.Error("the read after close saw other bytes than written")
+		}
+		return err
+	})
+	synced := async(func() error {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.Sync()
+	})
+	stillWaiting(t, "a read of the file", read)
+	stillWaiting(t, "fsync of the file", synced)
+	open()
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if got := xattr(t, name, "family"); got != policy.FamilyOf("ckpt.bin") {
+		t.Errorf("family %q", got)
+	}
+}
+
+// TestRenameAndUnlinkDuringCommit: a file renamed while its commit runs in
+// the background lands under its new name, in that name's family; one
+// unlinked meanwhile is freed once the commit lands (the deep check at
+// unmount finds nothing left over).
+func TestRenameAndUnlinkDuringCommit(t *testing.T) {
+	backend := &gatedBackend{Backend: memstore.New(4096, 32<<10)}
+	m := newTestMountOn(t, backend)
+	v1 := randomBytes(3, 3<<20)
+	open := backend.shut()
+	writePieces(t, m.path("save.tmp"), v1)
+	writePieces(t, m.path("gone.tmp"), randomBytes(4, 3<<20))
+	if n := m.fsys.runningCommits(); n != 2 {
+		t.Fatalf("%d commits running after the closes, want 2 (held by the gate)", n)
+	}
+	if err := os.Rename(m.path("save.tmp"), m.path("model.bin")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("gone.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	open()
+	m.fsys.Drain()
+	wantContent(t, m.path("model.bin"), v1)
+	if got := xattr(t, m.path("model.bin"), "family"); got != policy.FamilyOf("model.bin") {
+		t.Errorf("renamed during its commit: family %q, want %q", got, policy.FamilyOf("model.bin"))
+	}
+	if _, err := os.Stat(m.path("gone.tmp")); !os.IsNotExist(err) {
+		t.Errorf("unlinked during its commit: %v", err)
+	}
+	if files, err := os.ReadDir(m.dir); err != nil || len(files) != 1 {
+		t.Errorf("directory: %v %v", files, err)
+	}
+}
+
+// TestSyncClose: with SyncClose (--sync-close) close returns only once the
+// file is committed.
+func TestSyncClose(t *testing.T) {
+	backend := &gatedBackend{Backend: memstore.New(4096, 32<<10)}
+	m := newTestMountOn(t, backend)
+	m.fsys.SyncClose = true
+	v := randomBytes(5, 4<<20)
+	open := backend.shut()
+	closed := async(func() error { return os.WriteFile(m.path("f"), v, 0o644) })
+	stillWaiting(t, "close with SyncClose", closed)
+	open()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, m.path("f"), v)
+}
