@@ -51,6 +51,10 @@ type Report struct {
 
 	FamilyRows []FamilyRow `json:"families"`
 	FileRows   []FileRow   `json:"files"`
+
+	// Runtime is the serving daemon's CPU and its collector's share
+	// (absent when the report does not come from a daemon).
+	Runtime *Runtime `json:"runtime,omitempty"`
 }
 
 // Lifetime projects device wear from the erases observed over Window.

@@ -485,6 +485,8 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 			return nil, err
 		}
 		rep.Store = f.store
+		rt := chain.ReadRuntime()
+		rep.Runtime = &rt
 		return json.MarshalIndent(rep, "", "  ")
 	}
 	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug})
