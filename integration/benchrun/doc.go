@@ -46,6 +46,9 @@ func renderDoc(r *Results) string {
 	if r.Scale != nil {
 		scaleDoc(&w, r.Scale)
 	}
+	if r.SaveStall != nil {
+		saveStallDoc(&w, r.SaveStall, r.TorchIO)
+	}
 	return w.String()
 }
 
@@ -158,6 +161,10 @@ func headline(w *docWriter, r *Results) {
 	if t := r.TorchIO; t != nil {
 		w.f("- **Mount** (%s real checkpoint, mount ÷ plain directory, medians of %d): torch.save %s×, torch.load %s×, cp in %s×, cp out %s×.\n",
 			mibs(t.CheckpointBytes), len(t.Ops["save"].Mount), f2(t.Ops["save"].Ratio), f2(t.Ops["load"].Ratio), f2(t.Ops["cp_in"].Ratio), f2(t.Ops["cp_out"].Ratio))
+	}
+	if s := r.SaveStall; s != nil {
+		w.f("- **Saves that do not stall** (Hugging Face Trainer, the demo's GPT-2, a save every %d steps): training wall time into the mount ÷ plain directory %s; %s of the daemon's CPU in the Go runtime.\n",
+			trainerEvery, f3(s.Ratio), pct(s.GCShare))
 	}
 	if q := r.SeqIO; q != nil {
 		c, l, p := q.Targets["ckptfs"], q.Targets["loopback"], q.Targets["plain"]

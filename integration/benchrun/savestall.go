@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// The Hugging Face Trainer run of the save-stall measurement: the demo's
+// GPT-2 (4 layers, 256 wide, AdamW), a checkpoint-N/ directory every
+// trainerEvery steps, the last three kept: saves every few steps, so that
+// their cost stands out of the training's.
+const (
+	trainerEvery = 10
+	trainerSaves = 6
+)
+
+// SaveStall is a Hugging Face Trainer training into the mount beside the
+// same training into a plain directory, and the daemon's CPU behind it.
+type SaveStall struct {
+	Command string    `json:"command"`
+	Mount   []float64 `json:"mount_s"`
+	Plain   []float64 `json:"plain_s"`
+	// Ratio is the median over repetitions of mount ÷ plain wall time.
+	Ratio    float64 `json:"ratio"`
+	MountMed float64 `json:"mount_median_s"`
+	PlainMed float64 `json:"plain_median_s"`
+	// The daemon over all the mount's runs: its CPU, the runtime's share
+	// of it (collector and scavenger), and the logical bytes it ingested
+	// per CPU-second.
+	DaemonCPU     float64 `json:"daemon_cpu_s"`
+	GCShare       float64 `json:"gc_share"`
+	LogicalBytes  int64   `json:"logical_bytes"`
+	MBPerCPUSec   float64 `json:"ingest_mb_per_cpu_s"`
+	StoreRatio    float64 `json:"written_volume_ratio"`
+	DaemonHWM     int64   `json:"daemon_peak_rss"`
+	PythonVersion string  `json:"python"`
+}
+
+// venvPython is the python with transformers: the writers' venv that make
+// deps builds (CKPTFS_PYTHON, as the Makefile exports it).
+func venvPython() string {
+	if p := os.Getenv("CKPTFS_PYTHON"); p != "" {
+		return p
+	}
+	return filepath.Join(os.Getenv("HOME"), ".cache/ckptfs/venv/bin/python")
+}
+
+// runSaveStallSection runs the Trainer into a fresh mount and into a
+// plain directory, alternating which goes first, and reads the daemon's
+// runtime from its report.
+func runSaveStallSection(b *bench) error {
+	py := venvPython()
+	if _, err := os.Stat(py); err != nil {
+		return fmt.Errorf("the writers' venv (make deps): %w", err)
+	}
+	d, err := b.mount("savestall")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if d != nil {
+			d.unmount()
+		}
+	}()
+	base := filepath.Join(b.tmp, "savestall")
+	script := filepath.Join(b.root, "integration/py/writers.py")
+	args := func(out string) []string {
+		return []string{script, "hf-trainer", "--layers", "4", "--width", "256", "--every", strconv.Itoa(trainerEvery),
+			"--saves", strconv.Itoa(trainerSaves), "--keep", "3", "--out", out}
+	}
+	sec := &SaveStall{Command: b.display(append([]string{py}, args("OUT")...)...) + "  (OUT in the mount, then in a plain directory, alternating)",
+		PythonVersion: py}
+	for r := 0; r < b.reps; r++ {
+		run := "run-" + string(rune('a'+r))
+		for i, kind := range []string{"mount", "plain"} {
+			if r%2 == 1 {
+				kind = []string{"plain", "mount"}[i]
+			}
+			out := filepath.Join(base, "plain", run)
+			if kind == "mount" {
+				out = filepath.Join(d.mnt, run)
+			}
+			t0 := time.Now()
+			if _, err := b.output(nil, py, args(out)...); err != nil {
+				return err
+			}
+			if kind == "mount" {
+				sec.Mount = append(sec.Mount, since(t0))
+			} else {
+				sec.Plain = append(sec.Plain, since(t0))
+			}
+		}
+		logf("trainer repetition %d: mount %.1f s, plain %.1f s", r, sec.Mount[r], sec.Plain[r])
+	}
+	var ratios []float64
+	for i := range sec.Mount {
+		ratios = append(ratios, sec.Mount[i]/sec.Plain[i])
+	}
+	sec.Ratio, sec.MountMed, sec.PlainMed = median(ratios), median(sec.Mount), median(sec.Plain)
+	rep, err := d.report()
+	if err != nil {
+		return err
+	}
+	if rt := rep.Runtime; rt != nil {
+		sec.DaemonCPU, sec.GCShare = rt.CPUSeconds, rt.GCShare
+		if rt.CPUSeconds > 0 {
+			sec.MBPerCPUSec = float64(rep.LogicalBytes) / 1e6 / rt.CPUSeconds
+		}
+	}
+	sec.LogicalBytes, sec.StoreRatio = rep.LogicalBytes, rep.WrittenVolumeRatio
+	sec.DaemonHWM = d.peakRSS()
+	if err := d.unmount(); err != nil {
+		return err
+	}
+	d = nil
+	b.res.SaveStall = sec
+	return os.RemoveAll(base)
+}
+
+func saveStallDoc(w *docWriter, s *SaveStall, t *TorchIO) {
+	w.line("## 7. Saves that do not stall training")
+	w.line("")
+	w.f("The demo's model (GPT-2, 4 layers, 256 wide, AdamW) trained with the Hugging Face `Trainer`, which saves a `checkpoint-N/` directory (model.safetensors, optimizer.pt, ...) every %d steps, %d saves, the last 3 kept; into a fresh ckptfs mount and into a plain directory of the same disk, alternating which runs first. Writes return once ckptfs holds the bytes and a file's commit follows its close in the background (write-back, docs/ARCHITECTURE.md).\n\n",
+		trainerEvery, trainerSaves)
+	w.header("", "into the mount", "into a plain directory")
+	w.row("median wall time (s)", f2(s.MountMed), f2(s.PlainMed))
+	w.row("samples (s)", secs(s.Mount), secs(s.Plain))
+	w.line("")
+	w.f("Training wall time, mount ÷ plain (median over repetitions): **%.3f** (goal <= 1.05). ", s.Ratio)
+	w.f("The daemon over the mount's runs: %.1f CPU-seconds for %s ingested (%.0f MB per CPU-second), %s of its CPU in the Go runtime's memory management (collector and scavenger; goal under 10%%), peak RSS %s, written_volume_ratio %s.\n\n",
+		s.DaemonCPU, mibs(s.LogicalBytes), s.MBPerCPUSec, pct(s.GCShare), mibs(s.DaemonHWM), f3(s.StoreRatio))
+	if t != nil && t.Ops["save"] != nil {
+		w.f("`torch.save` of the %s benchmark checkpoint into the mount against a plain directory (section 4): %.2fx (goal <= 1.2).\n\n",
+			mibs(t.CheckpointBytes), t.Ops["save"].Ratio)
+	}
+	w.cmd(s.Command)
+}
