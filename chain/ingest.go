@@ -31,6 +31,7 @@ const maxInFlight = 8
 // that need no reference.
 type ingest struct {
 	s        *Store
+	owner    *Writer // the writer it belongs to, if any
 	pol      policy.Policy
 	target   refTarget
 	fallback bool // re-ingest of a draft, for reports
@@ -101,6 +102,9 @@ func (in *ingest) decide() error {
 	in.decided = true
 	p := in.target.pathNow()
 	in.family = policy.FamilyOf(p)
+	// The family's previous save may still be committing (its close
+	// returned, its commit runs in the background): it is the reference.
+	in.s.committing.wait(in.family, in.owner)
 	in.layout = in.head.Layout()
 	s := in.s
 	// The reference is chosen and pinned with no Update running: an Update

@@ -60,6 +60,7 @@ func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
 	if int64(len(plain)) != c.Length {
 		return nil, fmt.Errorf("version %d chunk at %d: decoded %d bytes, want %d: %w", id, off, len(plain), c.Length, ErrChecksum)
 	}
+	s.rebuilt.Add(1)
 	return plain, nil
 }
 

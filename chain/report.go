@@ -52,6 +52,13 @@ type Report struct {
 	FamilyRows []FamilyRow `json:"families"`
 	FileRows   []FileRow   `json:"files"`
 
+	// ChunksRebuilt counts the chunks this process decoded from the device
+	// (through their delta chains) since the store was opened: for reads,
+	// and for the references of saves whose reference was not in the tier.
+	// TierHits counts the chunks served from the reference tier instead.
+	ChunksRebuilt int64 `json:"chunks_rebuilt"`
+	TierHits      int64 `json:"reference_tier_hits"`
+
 	// Runtime is the serving daemon's CPU and its collector's share
 	// (absent when the report does not come from a daemon).
 	Runtime *Runtime `json:"runtime,omitempty"`
@@ -103,7 +110,8 @@ type ReportOptions struct {
 func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	p := ds.Policy()
 	r := &Report{Codec: p.Codec.String(), Scheme: p.Scheme.String(), SnapDis: policy.FormatSnapDis(p.SnapDis),
-		Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats()}
+		Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats(),
+		ChunksRebuilt: ds.rebuilt.Load(), TierHits: ds.refs.Hits()}
 	families := map[string]*FamilyRow{}
 	err := ds.view(func(tx *txn) error {
 		r.LogicalBytes = int64(tx.mtx.Counter("logical_bytes"))

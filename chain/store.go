@@ -90,6 +90,8 @@ type Store struct {
 	dirty      dirtyMemory     // memory of uncommitted bytes, all writers together
 	wb         writeBackMemory // bytes accepted and not yet ingested, all writers together
 	cacheBytes int64
+	rebuilt    atomic.Int64 // chunks decoded from the device (reconstruct.go)
+	committing committingFamilies
 	pinMu      sync.Mutex
 	pins       map[meta.VersionID]int
 	deferred   map[meta.VersionID]bool // pinned versions whose release waits

@@ -66,6 +66,61 @@ func (m *writeBackMemory) add(n int64) {
 	m.mu.Unlock()
 }
 
+// committingFamilies tracks the writers committing, by family: a save
+// that chooses its reference while the family's previous save is still
+// being committed (behind a close, in the background) waits for it, or it
+// would find no reference and store a baseline. A writer that chooses its
+// reference during its own commit (a fallback's re-ingest) waits only for
+// those that began committing before it, so that two never wait for each
+// other.
+type committingFamilies struct {
+	mu     sync.Mutex
+	done   sync.Cond
+	seq    uint64
+	byName map[string]map[*Writer]uint64 // writer -> order of its begin
+}
+
+func (c *committingFamilies) begin(family string, w *Writer) {
+	c.mu.Lock()
+	if c.byName == nil {
+		c.byName, c.done.L = map[string]map[*Writer]uint64{}, &c.mu
+	}
+	if c.byName[family] == nil {
+		c.byName[family] = map[*Writer]uint64{}
+	}
+	c.seq++
+	c.byName[family][w] = c.seq
+	c.mu.Unlock()
+}
+
+func (c *committingFamilies) end(family string, w *Writer) {
+	c.mu.Lock()
+	delete(c.byName[family], w)
+	if len(c.byName[family]) == 0 {
+		delete(c.byName, family)
+	}
+	c.done.Broadcast()
+	c.mu.Unlock()
+}
+
+// wait returns once no writer that began committing into family before
+// self (every one, if self is not committing) still commits.
+func (c *committingFamilies) wait(family string, self *Writer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		mine, committing := c.byName[family][self]
+		earlier := false
+		for w, seq := range c.byName[family] {
+			earlier = earlier || (w != self && (!committing || seq < mine))
+		}
+		if !earlier {
+			return
+		}
+		c.done.Wait()
+	}
+}
+
 // QueuedBytes is the memory held now by bytes accepted and not yet ingested.
 func (s *Store) QueuedBytes() int64 {
 	s.wb.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
 )
@@ -74,5 +75,70 @@ func TestWriteBackBounded(t *testing.T) {
 			}
 			mustCheck(t, s, true)
 		})
+	}
+}
+
+// TestReferenceWaitsForCommitInBackground: a save that chooses its
+// reference while its family's previous save is still committing in the
+// background waits for that commit and is coded against it; it found no
+// reference and stored a baseline. (Without write-back, so that the choice
+// happens inside the write, which the test sees wait.)
+func TestReferenceWaitsForCommitInBackground(t *testing.T) {
+	ds, err := OpenDir(t.TempDir(), DirOptions{Options: Options{Policy: policy.Default(), CacheBytes: 8 << 20,
+		WriteBackBytes: -1}, Device: smallDevice(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	s := ds.Store
+	series := modelSeries(7, []string{"w", "m"}, 200_000, 2)
+	writers := make([]*Writer, 2)
+	inos := make([]Ino, 2)
+	for i := range series {
+		name := fmt.Sprintf("ckpt-%d.safetensors", i)
+		inos[i] = createFile(t, s, name)
+		if writers[i], err = s.NewWriter(inos[i], pathIs(name), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeAll := func(i int) error {
+		for off := 0; off < len(series[i]); off += 1 << 20 {
+			if _, err := writers[i].WriteAt(series[i][off:min(len(series[i]), off+1<<20)], int64(off), 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := writeAll(0); err != nil {
+		t.Fatal(err)
+	}
+	writers[0].mu.Lock() // the first commit is under way and cannot land yet
+	firstDone := writers[0].CommitInBackground()
+	secondWritten := make(chan error, 1)
+	go func() { secondWritten <- writeAll(1) }()
+	select {
+	case err := <-secondWritten:
+		writers[0].mu.Unlock()
+		t.Fatalf("the second save chose its reference while the first was committing (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	writers[0].mu.Unlock()
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-secondWritten; err != nil {
+		t.Fatal(err)
+	}
+	if err := writers[1].Commit(); err != nil {
+		t.Fatal(err)
+	}
+	first, second := info(t, s, inos[0]), info(t, s, inos[1])
+	if second.Reference != first.Version {
+		t.Errorf("second save: reference %d, want the first save %d", second.Reference, first.Version)
+	}
+	for i, data := range series {
+		if got := readIno(t, s, inos[i]); !bytes.Equal(got, data) {
+			t.Errorf("save %d reads back different bytes", i)
+		}
 	}
 }

@@ -82,6 +82,7 @@ func (s *Store) NewWriter(ino meta.Ino, path func() string, truncate bool) (*Wri
 	w.idle.L = &w.mu
 	if truncate || n.Size == 0 {
 		w.ingest = s.newIngest(w.target)
+		w.ingest.owner = w
 		return w, nil
 	}
 	base, err := s.OpenVersion(n.Version)
@@ -330,6 +331,29 @@ func (w *Writer) toDraft() error {
 // Commit makes the content the file's committed content. The writer is
 // finished afterwards, whether or not the commit succeeded.
 func (w *Writer) Commit() error {
+	family := policy.FamilyOf(w.target.pathNow())
+	w.s.committing.begin(family, w)
+	defer w.s.committing.end(family, w)
+	return w.commit()
+}
+
+// CommitInBackground commits on a goroutine and sends the result on the
+// channel returned. The commit counts as under way from the call on: a
+// save of the same family that chooses its reference meanwhile waits for
+// it (so that it is coded against this content, not stored as a baseline).
+func (w *Writer) CommitInBackground() <-chan error {
+	family := policy.FamilyOf(w.target.pathNow())
+	w.s.committing.begin(family, w)
+	done := make(chan error, 1)
+	go func() {
+		err := w.commit()
+		w.s.committing.end(family, w)
+		done <- err
+	}()
+	return done
+}
+
+func (w *Writer) commit() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.unreserve()
@@ -353,6 +377,7 @@ func (w *Writer) Commit() error {
 	d := w.draft
 	defer d.release()
 	in := w.s.newIngest(w.target)
+	in.owner = w
 	in.fallback = true
 	buf := make([]byte, 1<<20)
 	dirty := d.dirtyPages()

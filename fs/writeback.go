@@ -93,8 +93,9 @@ func (n *Node) commitClose(of *openFile) syscall.Errno {
 	of.pending = pc
 	n.fsys.open.hold(n.ino, of) // the inode lives until the commit lands
 	n.fsys.commits.add(1)
+	committed := w.CommitInBackground()
 	go func() {
-		err := w.Commit()
+		err := <-committed
 		of.mu.Lock()
 		pc.err = err
 		of.pending = nil

@@ -1,0 +1,45 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/ckptfs/ckptfs/chain"
+)
+
+// TestGBReferenceFromTier (issue 16): with default settings, the second save
+// of a 1 GiB checkpoint finds every reference chunk in the reference tier:
+// nothing is rebuilt through the delta chain from the device (the tier was
+// 112 MiB, and a GB checkpoint rebuilt its reference on every save).
+func TestGBReferenceFromTier(t *testing.T) {
+	if tier := chain.AutoCacheBytes() / 8 * 7; tier < 1200<<20 {
+		t.Skipf("!! SKIPPED: this machine's default reference tier (%d MiB, an eighth of its RAM less a share for reads) cannot hold a 1 GiB checkpoint", tier>>20)
+	}
+	m := newMount(t)
+	src := bigCheckpoint(t, t.TempDir(), 1<<30)
+	for _, name := range []string{"ckpt-1.npy", "ckpt-2.npy"} {
+		if out, err := exec.Command("cp", src, m.path(name)).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v %s", name, err, out)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(m.dir, ".ckptfs", "stats.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep chain.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.ChunksRebuilt != 0 || rep.TierHits < 4000 {
+		t.Errorf("second save of 1 GiB: %d chunks rebuilt, %d served from the tier; want 0 and every chunk (4096)", rep.ChunksRebuilt, rep.TierHits)
+	}
+	if ref, err := getxattr(m.path("ckpt-2.npy"), "user.ckptfs.reference"); err != nil || ref == "0" || ref == "" {
+		t.Errorf("ckpt-2.npy has no reference (%q, %v)", ref, err)
+	}
+	if !sameContent(t, src, m.path("ckpt-2.npy")) {
+		t.Fatal("read back differs")
+	}
+}
