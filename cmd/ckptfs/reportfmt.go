@@ -45,6 +45,10 @@ func printReport(out io.Writer, r *chain.Report, files bool) {
 	fmt.Fprintf(out, "\nlogical bytes %s (saved), stored bytes %s (kept), live files %d (%s), versions kept %d, useful storage %s pages\n",
 		thousands(r.LogicalBytes), thousands(r.StoredBytes), r.Files, thousands(r.LiveBytes), r.Versions, thousands(r.UsefulStoragePages))
 	fmt.Fprintf(out, "saves streamed %d, through the fallback (staged, encoded at close) %d\n", r.StreamedFiles, r.FallbackFiles)
+	if rt := r.Runtime; rt != nil {
+		fmt.Fprintf(out, "daemon: %.1f CPU-seconds, %.1f%% of it in the Go runtime's memory management; chunks decoded from the device %d, served from the reference tier %d\n",
+			rt.CPUSeconds, 100*rt.GCShare, r.ChunksRebuilt, r.TierHits)
+	}
 	if len(r.FamilyRows) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
