@@ -203,6 +203,24 @@ func (r *Reader) zerosEnd(off int64) (int64, error) {
 	return c.End(), nil
 }
 
+// SeekExtent finds, from off, the first byte of data (data) or of a hole (not
+// data), as lseek's SEEK_DATA and SEEK_HOLE: a hole is a chunk of zeros
+// (a hole nobody wrote, or zeros written), and the end of the file is one.
+// It returns the size when there is none.
+func (r *Reader) SeekExtent(off int64, data bool) (int64, error) {
+	for off < r.size {
+		c, err := r.chunkFor(off)
+		if err != nil {
+			return 0, err
+		}
+		if c.Zeros() != data {
+			return off, nil
+		}
+		off = c.End()
+	}
+	return r.size, nil
+}
+
 // chunkFor returns the chunk holding file offset off.
 func (r *Reader) chunkFor(off int64) (meta.Chunk, error) {
 	r.mu.Lock()

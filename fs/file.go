@@ -140,9 +140,14 @@ func (h *handle) size() (int64, syscall.Errno) {
 	return in.Size, 0
 }
 
-// Lseek answers SEEK_DATA and SEEK_HOLE: the store keeps no holes, so
-// all bytes are data and the only hole is at the end.
+// Lseek answers SEEK_DATA and SEEK_HOLE. A committed file's holes are its
+// chunks of zeros (what a truncate declared and nobody wrote, and runs of
+// zeros written), so `cp --sparse` of a sparse file out of the mount skips
+// them; a file being written has no hole but its end.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	if whence != unix.SEEK_DATA && whence != unix.SEEK_HOLE {
+		return 0, syscall.EINVAL
+	}
 	size, errno := h.size()
 	if errno != 0 {
 		return 0, errno
@@ -150,13 +155,39 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 	if int64(off) >= size {
 		return 0, syscall.ENXIO
 	}
-	switch whence {
-	case unix.SEEK_DATA:
-		return off, 0
-	case unix.SEEK_HOLE:
+	of := h.of
+	of.mu.Lock()
+	if of.writer == nil {
+		of.waitCommit()
+	}
+	if of.writer != nil {
+		of.mu.Unlock()
+		if whence == unix.SEEK_DATA {
+			return off, 0
+		}
 		return uint64(size), 0
 	}
-	return 0, syscall.EINVAL
+	r := of.reader
+	if r == nil {
+		in, err := h.n.fsys.store.Inode(h.n.ino)
+		if err == nil {
+			r, err = h.n.fsys.store.OpenVersion(in.Version)
+		}
+		if err != nil {
+			of.mu.Unlock()
+			return 0, toErrno(err)
+		}
+		of.reader = r
+	}
+	of.mu.Unlock()
+	at, err := r.SeekExtent(int64(off), whence == unix.SEEK_DATA)
+	if err != nil {
+		return 0, toErrno(err)
+	}
+	if whence == unix.SEEK_DATA && at >= r.Size() {
+		return 0, syscall.ENXIO
+	}
+	return uint64(at), 0
 }
 
 // Allocate supports plain preallocation (which extends the size with

@@ -367,6 +367,18 @@ func TestSparseFilesCostNothing(t *testing.T) {
 				t.Errorf("the content before the hole: %q, %v", got[:7], err)
 			}
 		}
+		// lseek finds the hole, so cp --sparse skips it.
+		fd := int(f.Fd())
+		hole, err := unix.Seek(fd, 0, unix.SEEK_HOLE)
+		switch {
+		case err != nil:
+			t.Errorf("%s: SEEK_HOLE: %v", name, err)
+		case name == "new" && hole != 0, name == "kept" && (hole == 0 || hole > 1<<20):
+			t.Errorf("%s: SEEK_HOLE from 0 found %d", name, hole)
+		}
+		if _, err := unix.Seek(fd, hole, unix.SEEK_DATA); err != syscall.ENXIO {
+			t.Errorf("%s: SEEK_DATA from %d: %v, want ENXIO (nothing but the hole after it)", name, hole, err)
+		}
 		f.Close()
 	}
 }
