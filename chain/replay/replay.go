@@ -79,7 +79,9 @@ func Run(files []string, o Options) (*Result, error) {
 	if cache <= 0 {
 		cache = 32 << 20 // replay reads each file once: a small cache does
 	}
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache},
+	// No write-back: replay writes one file at a time and has nobody to
+	// answer sooner; each write is encoded before the next is read.
+	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache, WriteBackBytes: -1},
 		Device: o.Device, Precondition: o.Precondition, NoSync: true})
 	if err != nil {
 		return nil, err
