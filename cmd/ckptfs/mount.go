@@ -37,6 +37,7 @@ type mountFlags struct {
 	syncEvery    time.Duration
 	cpuProfile   string
 	policy       policyFlags
+	remote       remoteFlags
 }
 
 func newMountCommand() *cobra.Command {
@@ -84,6 +85,9 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 			if _, err := deviceForSize(f.deviceSize); err != nil {
 				return err
 			}
+			if err := f.remote.check(); err != nil {
+				return err
+			}
 			storedPolicy := !cmd.Flags().Changed("codec") && !cmd.Flags().Changed("scheme") &&
 				!cmd.Flags().Changed("snap-dis") && !cmd.Flags().Changed("max-depth")
 			created, err := missingDirs(f.store)
@@ -122,6 +126,7 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
 	fl.MarkHidden("cpuprofile")
 	f.policy.register(fl)
+	f.remote.register(fl)
 	return cmd
 }
 
@@ -454,6 +459,9 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		}
 		return err
 	}
+	if f.remote.readOnly {
+		return serveReplica(mp, f, report)
+	}
 	dev, err := deviceForSize(f.deviceSize)
 	if err != nil {
 		return false, report(err)
@@ -473,6 +481,11 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		return false, report(err)
 	}
 	limitMemoryFor(ds, int64(f.cacheMiB)<<20)
+	up, err := f.remote.startUploader(ds)
+	if err != nil {
+		ds.Close()
+		return false, report(err)
+	}
 	fsys := fs.New(ds.Store)
 	fsys.Stats = func() ([]byte, error) {
 		rep, err := ds.Report(chain.ReportOptions{})
@@ -480,10 +493,11 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 			return nil, err
 		}
 		rep.Store = f.store
-		return json.MarshalIndent(rep, "", "  ")
+		return json.MarshalIndent(withRemote(rep, up), "", "  ")
 	}
 	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug})
 	if err != nil {
+		f.remote.stopUploader(up)
 		ds.Close()
 		return false, report(err)
 	}
@@ -519,6 +533,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	}()
 	server.Wait()
 	close(done)
+	f.remote.stopUploader(up)
 	if err := ds.Close(); err != nil {
 		return true, fmt.Errorf("close store %s: %w", f.store, err)
 	}
