@@ -197,26 +197,9 @@ func rebuild(db *meta.DB, root *Root, manifests map[meta.VersionID]*Manifest) (m
 		}
 	}
 	err := db.Update(func(tx *meta.Tx) error {
-		var maxIno uint64
-		for i := range root.Inodes {
-			n := root.Inodes[i]
-			if n.Version != 0 && manifests[n.Version] == nil {
-				return fmt.Errorf("inode %d holds version %d, which the root does not name: %w", n.Ino, n.Version, ErrCorrupt)
-			}
-			if err := tx.PutInode(&n); err != nil {
-				return err
-			}
-			maxIno = max(maxIno, uint64(n.Ino))
-		}
-		for _, d := range root.Dirents {
-			if err := tx.Link(d.Parent, d.Name, d.Child); err != nil {
-				return err
-			}
-		}
-		for _, x := range root.Xattrs {
-			if err := tx.SetXattr(x.Ino, x.Name, x.Value); err != nil {
-				return err
-			}
+		maxIno, err := putTree(tx, root, manifests)
+		if err != nil {
+			return err
 		}
 		var maxVersion uint64
 		var logical, stored int64
@@ -263,4 +246,31 @@ func rebuild(db *meta.DB, root *Root, manifests map[meta.VersionID]*Manifest) (m
 		return nil
 	})
 	return pieces, err
+}
+
+// putTree writes a root's inodes, names and xattrs; every version an inode
+// holds must be among manifests. It returns the highest inode number.
+func putTree(tx *meta.Tx, root *Root, manifests map[meta.VersionID]*Manifest) (uint64, error) {
+	var maxIno uint64
+	for i := range root.Inodes {
+		n := root.Inodes[i]
+		if n.Version != 0 && manifests[n.Version] == nil {
+			return 0, fmt.Errorf("inode %d holds version %d, which the root does not name: %w", n.Ino, n.Version, ErrCorrupt)
+		}
+		if err := tx.PutInode(&n); err != nil {
+			return 0, err
+		}
+		maxIno = max(maxIno, uint64(n.Ino))
+	}
+	for _, d := range root.Dirents {
+		if err := tx.Link(d.Parent, d.Name, d.Child); err != nil {
+			return 0, err
+		}
+	}
+	for _, x := range root.Xattrs {
+		if err := tx.SetXattr(x.Ino, x.Name, x.Value); err != nil {
+			return 0, err
+		}
+	}
+	return maxIno, nil
 }
