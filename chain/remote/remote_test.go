@@ -277,3 +277,59 @@ func (*state) withDB(dir string, fn func(*state) (map[meta.VersionID]uploadedRec
 	defer db.Close()
 	return fn(&state{db: db})
 }
+
+// TestDeleteDuringUpload: files deleted while their upload is under way
+// stay readable to the uploader (pinned): the root of that pass reads back
+// exactly, and the pass after it drops them.
+func TestDeleteDuringUpload(t *testing.T) {
+	s, dir := testStore(t)
+	files := series(t, s, 3)
+	b := bucket.NewMemory()
+	started, resume := make(chan struct{}), make(chan struct{})
+	var once bool
+	b.Fail = func(op, key string) error {
+		if op == "put" && strings.HasPrefix(key, piecesDir) && !once {
+			once = true
+			close(started)
+			<-resume
+		}
+		return nil
+	}
+	u, err := NewUploader(s, dir, b, Options{PieceSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close(0)
+	errc := make(chan error, 1)
+	go func() { errc <- u.Push(context.Background()) }()
+	<-started
+	for name := range files {
+		if err := s.Unlink(meta.RootIno, name, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, s, "other.bin", bytes.Repeat([]byte{7}, 300_000)) // reuses freed space if any was freed
+	close(resume)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	r := openReplica(t, b)
+	for name, want := range files {
+		got, err := readFile(r.Store, name)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s, deleted during its upload, in the pass's root: %v", name, err)
+		}
+	}
+	if err := u.Push(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r2 := openReplica(t, b)
+	for name := range files {
+		if _, err := r2.Store.Lookup(meta.RootIno, name); err == nil {
+			t.Errorf("%s still in the next root", name)
+		}
+	}
+	if got, err := readFile(r2.Store, "other.bin"); err != nil || len(got) != 300_000 {
+		t.Fatalf("other.bin: %v", err)
+	}
+}

@@ -393,7 +393,13 @@ func (u *Uploader) uploadVersion(ctx context.Context, v *meta.Version) (uploaded
 				if _, err := sr.Seek(0, io.SeekStart); err != nil {
 					return err
 				}
-				return u.bucket.Put(ctx, p.Key, u.throttle(ctx, sr), n)
+				body := &localReader{r: sr}
+				err := u.bucket.Put(ctx, p.Key, u.throttle(ctx, body), n)
+				if body.err != nil {
+					// The store failed, not the network: no retry helps.
+					return permanent{fmt.Errorf("read pack [%d,+%d): %w", off, n, body.err)}
+				}
+				return err
 			})
 			if err != nil {
 				return uploadedRec{}, 0, err
@@ -428,6 +434,10 @@ func (u *Uploader) retry(ctx context.Context, what string, fn func() error) erro
 	delay := 200 * time.Millisecond
 	for failures := 0; ; failures++ {
 		err := fn()
+		var perm permanent
+		if errors.As(err, &perm) {
+			return perm.error
+		}
 		if err == nil {
 			if failures > 0 {
 				logrus.Warnf("remote %s: %s succeeded after %d failed attempts", u.bucket, what, failures)
@@ -480,3 +490,23 @@ func (p packReader) ReadAt(b []byte, off int64) (int, error) {
 	}
 	return len(b), nil
 }
+
+// permanent is an error retry gives up on at once.
+type permanent struct{ error }
+
+// localReader remembers a read error of the store's pack, which a failed
+// Put would otherwise report as its own.
+type localReader struct {
+	r   io.ReadSeeker
+	err error
+}
+
+func (l *localReader) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if err != nil && err != io.EOF {
+		l.err = err
+	}
+	return n, err
+}
+
+func (l *localReader) Seek(off int64, whence int) (int64, error) { return l.r.Seek(off, whence) }
