@@ -141,6 +141,12 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 	if st.BytesUploaded >= st.LogicalBytesUploaded {
 		t.Errorf("uploaded %d bytes for %d logical: deltas did not travel", st.BytesUploaded, st.LogicalBytesUploaded)
 	}
+	if out := run(t, "stats", m.dir); !strings.Contains(out, "Remote "+remoteURL) || !strings.Contains(out, "upload lag") {
+		t.Errorf("ckptfs stats shows no remote paragraph:\n%s", out)
+	}
+	if out := run(t, "stats", "--json", m.dir); !strings.Contains(out, `"bytes_uploaded"`) {
+		t.Errorf("ckptfs stats --json has no remote figures:\n%.2000s", out)
+	}
 	r := replicaMount(t, srv)
 	sameFiles(t, m.dir, r.dir)
 	if target, err := os.Readlink(r.path("run/latest")); err != nil || target != "epoch-5" {
@@ -383,6 +389,9 @@ func TestRemotePushPull(t *testing.T) {
 	out = run(t, "push", "--store", a.store, "--endpoint", srv.Endpoint, remoteURL)
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.RootSeq != 1 {
 		t.Fatalf("second push said %s (%v)", out, err)
+	}
+	if out := run(t, "stats", "--store", a.store); !strings.Contains(out, "5 versions uploaded") {
+		t.Errorf("ckptfs stats --store after a push:\n%s", out)
 	}
 	base := t.TempDir()
 	pulled := filepath.Join(base, "store")

@@ -2,8 +2,13 @@ package remote
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Stats is what the uploader reports (under "remote" in stats.json).
@@ -80,4 +85,29 @@ func (s *slowReader) Read(p []byte) (int, error) {
 func (s *slowReader) Seek(off int64, whence int) (int64, error) {
 	s.start, s.n = time.Time{}, 0
 	return s.r.Seek(off, whence)
+}
+
+// StoredStats reads the uploader's counters from an unmounted store
+// directory (nil, nil if it never replicated).
+func StoredStats(dir string) (*Stats, error) {
+	path := filepath.Join(dir, StateFile)
+	if _, err := os.Stat(path); err != nil {
+		return nil, nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("remote state %s: %w", path, err)
+	}
+	defer db.Close()
+	st := &state{db: db}
+	s := &Stats{Remote: string(st.get("remote")), RootSeq: st.getInt("root_seq"),
+		VersionsUploaded: st.getInt("versions_uploaded"), BytesUploaded: st.getInt("bytes_uploaded"),
+		LogicalBytesUploaded: st.getInt("logical_bytes_uploaded")}
+	if s.LogicalBytesUploaded > 0 {
+		s.NetworkRatio = float64(s.BytesUploaded) / float64(s.LogicalBytesUploaded)
+	}
+	if n := st.getInt("lag_count"); n > 0 {
+		s.LagMeanSeconds = time.Duration(st.getInt("lag_sum_ns") / n).Seconds()
+	}
+	return s, nil
 }

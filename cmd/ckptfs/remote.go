@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -144,10 +145,31 @@ func withRemote(rep *chain.Report, u *remote.Uploader) any {
 		return rep
 	}
 	st := u.Stats()
+	return withRemoteStats(rep, &st)
+}
+
+func withRemoteStats(rep *chain.Report, st *remote.Stats) any {
+	if st == nil {
+		return rep
+	}
 	return struct {
 		*chain.Report
 		Remote *remote.Stats `json:"remote"`
-	}{rep, &st}
+	}{rep, st}
+}
+
+// printRemote is the remote paragraph of ckptfs stats.
+func printRemote(out io.Writer, st *remote.Stats) {
+	fmt.Fprintf(out, "\nRemote %s: root %d, %d versions uploaded, %d pending\n", st.Remote, st.RootSeq, st.VersionsUploaded, st.PendingVersions)
+	fmt.Fprintf(out, "  uploaded %s bytes for %s logical bytes (%.3f)\n", thousands(st.BytesUploaded), thousands(st.LogicalBytesUploaded), st.NetworkRatio)
+	fmt.Fprintf(out, "  upload lag (commit to visible): mean %.2fs", st.LagMeanSeconds)
+	if st.LagMaxSeconds > 0 {
+		fmt.Fprintf(out, ", max %.2fs, last %.2fs", st.LagMaxSeconds, st.LagLastSeconds)
+	}
+	fmt.Fprintln(out)
+	if st.LastError != "" {
+		fmt.Fprintf(out, "  last error (%d retries): %s\n", st.Retries, st.LastError)
+	}
 }
 
 // serveReplica mounts a bucket's newest checkpoint read-only on an empty
