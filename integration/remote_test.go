@@ -156,6 +156,10 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 		t.Error("a write into the read-only replica succeeded")
 	}
 	r.stop()
+	if out, err := exec.Command(ckptfsBin, "mount", "--store", r.store, r.dir).CombinedOutput(); err == nil || !strings.Contains(string(out), "read-only replica") {
+		exec.Command(ckptfsBin, "umount", r.dir).Run()
+		t.Errorf("a writable mount of a replica store: %v: %s", err, out)
+	}
 
 	// A deletion: the next root lacks the file, and so does a new replica.
 	if err := os.Remove(m.path("run/epoch-0/model.npy")); err != nil {

@@ -105,6 +105,17 @@ func prepareReplicaDir(dir, url string) error {
 	return nil
 }
 
+// CheckNotReplica refuses a store directory that holds a read-only
+// replica: its metadata points into a bucket, not at a device.
+func CheckNotReplica(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, replicaMark))
+	if err != nil {
+		return nil
+	}
+	url := strings.TrimSpace(string(b))
+	return fmt.Errorf("store %s is a read-only replica of %s: mount it with --remote %s --read-only", dir, url, url)
+}
+
 // LatestRoot reads the bucket's newest root.
 func LatestRoot(ctx context.Context, b bucket.Bucket) (*Root, error) {
 	keys, err := b.List(ctx, rootsDir)

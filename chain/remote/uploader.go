@@ -127,7 +127,12 @@ func (u *Uploader) Close(drain time.Duration) error {
 		select {
 		case <-u.done:
 		case <-time.After(drain):
-			logrus.Warnf("remote %s: %d versions not uploaded yet; they will be at the next mount or ckptfs push", u.bucket, u.Stats().PendingVersions)
+			u.mu.Lock()
+			waiting := max(u.pending, len(u.commits))
+			u.mu.Unlock()
+			if waiting > 0 {
+				logrus.Warnf("remote %s: %d versions not uploaded yet; they will be at the next mount or ckptfs push", u.bucket, waiting)
+			}
 			u.cancel()
 			<-u.done
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/fs"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -461,6 +462,9 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	}
 	if f.remote.readOnly {
 		return serveReplica(mp, f, report)
+	}
+	if err := remote.CheckNotReplica(f.store); err != nil {
+		return false, report(err)
 	}
 	dev, err := deviceForSize(f.deviceSize)
 	if err != nil {

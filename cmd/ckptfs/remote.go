@@ -51,7 +51,7 @@ func (r *remoteFlags) registerUpload(fl *pflag.FlagSet) {
 func (r *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&r.url, "remote", "", "replicate the store to s3://BUCKET/PREFIX in the background (with --read-only: serve that bucket's newest checkpoint)")
 	fl.BoolVar(&r.readOnly, "read-only", false, "with --remote: mount the bucket's content read-only on an empty store, fetching chunks on demand")
-	fl.DurationVar(&r.drain, "remote-drain", time.Minute, "at unmount, how long to wait for uploads in flight (the rest resumes at the next mount or ckptfs push)")
+	fl.DurationVar(&r.drain, "remote-drain", 30*time.Second, "at unmount, how long to wait for uploads in flight (the rest resumes at the next mount or ckptfs push)")
 	r.registerClient(fl)
 	r.registerUpload(fl)
 }
