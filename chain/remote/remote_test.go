@@ -333,3 +333,46 @@ func TestDeleteDuringUpload(t *testing.T) {
 		t.Fatalf("other.bin: %v", err)
 	}
 }
+
+// TestReplicaCache: what a replica read once is kept on local disk,
+// checked against its SHA-256: a second replica of the same directory
+// reads it with every piece request to the bucket failing.
+func TestReplicaCache(t *testing.T) {
+	s, dir := testStore(t)
+	files := series(t, s, 2)
+	b := bucket.NewMemory()
+	push(t, s, dir, b, Options{PieceSize: 200 << 10})
+	cache := t.TempDir()
+	o := chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20}
+	r, err := OpenReplica(context.Background(), cache, b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
+		if got, err := readFile(r.Store, name); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	r.Close()
+	var fetches int
+	b.Fail = func(op, key string) error {
+		if op == "get" && strings.HasPrefix(key, piecesDir) {
+			fetches++
+			return errors.New("offline")
+		}
+		return nil
+	}
+	r2, err := OpenReplica(context.Background(), cache, b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	for name, want := range files {
+		if got, err := readFile(r2.Store, name); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s from the cache: %v", name, err)
+		}
+	}
+	if fetches > 0 {
+		t.Fatalf("%d piece fetches with everything cached", fetches)
+	}
+}
