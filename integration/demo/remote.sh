@@ -60,6 +60,7 @@ print(json.dumps(r, indent=2))
 print("bytes uploaded / logical bytes uploaded: %d / %d = %.3f" % (r["bytes_uploaded"], r["logical_bytes_uploaded"], r["network_ratio"]))
 print("upload lag (commit to visible root): mean %.3fs, max %.3fs" % (r["lag_mean_seconds"], r["lag_max_seconds"]))
 PYEOF
+"$BIN" stats "$RUN"
 echo "bucket holds $(du -sb "$WORK/s3/ckpt" | cut -f1) bytes in $(find "$WORK/s3/ckpt" -type f | wc -l) objects; the live files are $(du -sb --apparent-size "$PLAIN" | cut -f1) bytes"
 
 step "second node: read-only mount of the bucket on an empty store, restore (read every file)"
