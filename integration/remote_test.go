@@ -177,11 +177,41 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 		t.Errorf("deleted file in a new replica: %v", err)
 	}
 	sameFiles(t, m.dir, r2.dir)
+
+	// Everything deleted, then one new file: once the roots that named the
+	// series are out of the kept two, its objects leave the bucket.
+	cur := m.remoteStats().RootSeq
+	if err := os.RemoveAll(m.path("run")); err != nil {
+		t.Fatal(err)
+	}
+	waitRoot := func(after int64) int64 {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if seq := m.remoteStats().RootSeq; seq > after {
+				return seq
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no new root")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	seq := waitRoot(cur)
+	writeAll(t, m.path("after.txt"), []byte("after the series\n"))
+	waitRoot(seq)
+	m.waitUploaded(0, time.Minute)
+	if n := countObjects(t, srv, "manifests"); n != 1 {
+		t.Errorf("after deleting the series the bucket holds %d manifests, want 1 (after.txt's)", n)
+	}
+	if n := countObjects(t, srv, "roots"); n != 2 {
+		t.Errorf("the bucket holds %d roots, want the kept 2", n)
+	}
 }
 
-// TestRemoteKillDuringUpload: the daemon is killed while its upload is
-// throttled half-way; the bucket shows nothing partial (a replica lists
-// only files it reads back whole); the next mount resumes and completes.
+// TestRemoteKillDuringUpload: one file is uploaded and visible; then the
+// daemon is killed while the next two upload (throttled). The bucket shows
+// nothing partial: a replica lists the first file, whole, and not the
+// others. The next mount resumes and completes the upload.
 func TestRemoteKillDuringUpload(t *testing.T) {
 	srv := startS3(t)
 	flags := []string{"--device-size", "256MiB", "--remote", remoteURL, "--endpoint", srv.Endpoint, "--remote-piece-size", "256KiB"}
@@ -193,41 +223,48 @@ func TestRemoteKillDuringUpload(t *testing.T) {
 		data := make([]byte, 3<<20) // incompressible: the pack is as big
 		rng.Read(data)
 		name := fmt.Sprintf("shard-%d.bin", i)
-		writeAll(t, m.path(name), data)
 		written[name] = data
 		logical += int64(len(data))
+		writeAll(t, m.path(name), data)
+		if i == 0 {
+			m.waitUploaded(int64(len(data)), 2*time.Minute)
+		}
 	}
-	// Wait for some pieces, then kill.
+	before := countObjects(t, srv, "pieces")
 	deadline := time.Now().Add(time.Minute)
-	for countObjects(t, srv, "pieces") < 2 {
+	for countObjects(t, srv, "pieces") < before+2 {
 		if time.Now().After(deadline) {
-			t.Fatal("no piece uploaded")
+			t.Fatal("no piece of the second file uploaded")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	m.kill9()
-	if n := countObjects(t, srv, "pieces"); n >= 36 {
+	if n := countObjects(t, srv, "pieces"); n >= before+24 {
 		t.Fatalf("all %d pieces were uploaded before the kill: the test did not kill during the upload", n)
 	}
-	if n := countObjects(t, srv, "roots"); n > 0 {
-		// A root may name what was complete; a replica must read it whole.
-		r := replicaMount(t, srv)
-		ents, _ := os.ReadDir(r.dir)
-		for _, e := range ents {
-			got, err := os.ReadFile(r.path(e.Name()))
-			if err != nil || !bytes.Equal(got, written[e.Name()]) {
-				t.Errorf("the replica after the kill serves %s partially or wrong (%v)", e.Name(), err)
-			}
-		}
-		t.Logf("after the kill a root names %d whole files", len(ents))
-		r.stop()
+	r := replicaMount(t, srv)
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+		got, err := os.ReadFile(r.path(e.Name()))
+		if err != nil || !bytes.Equal(got, written[e.Name()]) {
+			t.Errorf("the replica after the kill serves %s partially or wrong (%v)", e.Name(), err)
+		}
+	}
+	if len(names) != 1 || names[0] != "shard-0.bin" {
+		t.Errorf("after the kill the replica lists %v, want only shard-0.bin (uploaded before)", names)
+	}
+	r.stop()
 	m.args = flags
 	m.start()
 	st := m.waitUploaded(logical, 2*time.Minute)
 	t.Logf("after the restart: %+v", st)
-	r := replicaMount(t, srv)
-	sameFiles(t, m.dir, r.dir)
+	r2 := replicaMount(t, srv)
+	sameFiles(t, m.dir, r2.dir)
 }
 
 // countObjects counts the objects under run/DIR in the server's posix
