@@ -399,7 +399,7 @@ func (u *Uploader) uploadVersion(ctx context.Context, v *meta.Version) (uploaded
 					return err
 				}
 				body := &localReader{r: sr}
-				err := u.bucket.Put(ctx, p.Key, u.throttle(ctx, body), n)
+				err := u.bucket.Put(ctx, p.Key, u.throttle(ctx, body), n, sum)
 				if body.err != nil {
 					// The store failed, not the network: no retry helps.
 					return permanent{fmt.Errorf("read pack [%d,+%d): %w", off, n, body.err)}
@@ -428,7 +428,7 @@ func (u *Uploader) uploadVersion(ctx context.Context, v *meta.Version) (uploaded
 // put writes a small object, retrying.
 func (u *Uploader) put(ctx context.Context, key string, b []byte) error {
 	return u.retry(ctx, "put "+key, func() error {
-		return u.bucket.Put(ctx, key, bytes.NewReader(b), int64(len(b)))
+		return u.bucket.Put(ctx, key, bytes.NewReader(b), int64(len(b)), sha(b))
 	})
 }
 

@@ -24,7 +24,9 @@ var ErrDenied = errors.New("access denied")
 type Bucket interface {
 	// Put stores body (size bytes) as key, replacing nothing visible until
 	// it is complete: a Put that fails or is interrupted leaves no object.
-	Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error
+	// sha256 (hex), if not empty, is the body's SHA-256: the server checks
+	// the body against it (S3 signs it), and the body is read only once.
+	Put(ctx context.Context, key string, body io.ReadSeeker, size int64, sha256 string) error
 	// Get returns a whole (small) object.
 	Get(ctx context.Context, key string) ([]byte, error)
 	// ReadAt fills p with the object's bytes from offset off (a ranged read).

@@ -2,6 +2,8 @@ package bucket
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"sort"
@@ -27,13 +29,16 @@ func (m *Memory) fail(op, key string) error {
 	return nil
 }
 
-func (m *Memory) Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error {
+func (m *Memory) Put(ctx context.Context, key string, body io.ReadSeeker, size int64, sum string) error {
 	if err := m.fail("put", key); err != nil {
 		return err
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(body, b); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if h := sha256.Sum256(b); sum != "" && hex.EncodeToString(h[:]) != sum {
+		return fmt.Errorf("put %s: body does not match its SHA-256 %s", key, sum)
 	}
 	m.mu.Lock()
 	m.objects[key] = b

@@ -9,10 +9,12 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // S3Options configure the client. Credentials and region come the standard
@@ -102,14 +104,30 @@ func classify(err error) error {
 	return err
 }
 
-func (b *S3) Put(ctx context.Context, key string, body io.ReadSeeker, size int64) error {
+func (b *S3) Put(ctx context.Context, key string, body io.ReadSeeker, size int64, sum string) error {
+	var opts []func(*s3.Options)
+	if sum != "" {
+		opts = append(opts, s3.WithAPIOptions(withPayloadHash(sum)))
+	}
 	_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(b.url.Bucket), Key: aws.String(b.url.key(key)),
-		Body: body, ContentLength: aws.Int64(size)})
+		Body: body, ContentLength: aws.Int64(size)}, opts...)
 	if err != nil {
 		return fmt.Errorf("put %s/%s: %w", b.url, key, classify(err))
 	}
 	return nil
+}
+
+// withPayloadHash signs a request with a payload hash the caller knows,
+// so that the signer does not read the body to compute it; the server
+// still checks the body against it.
+func withPayloadHash(sum string) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("ckptfsPayloadHash",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				return next.HandleFinalize(v4.SetPayloadHash(ctx, sum), in)
+			}), "ComputePayloadHash", middleware.Before)
+	}
 }
 
 func (b *S3) Get(ctx context.Context, key string) ([]byte, error) {

@@ -3,6 +3,8 @@ package bucket_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"testing"
 
@@ -21,11 +23,22 @@ func TestS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("0123456789"), 100_000)
-	if err := b.Put(ctx, "pieces/a", bytes.NewReader(data), int64(len(data))); err != nil {
+	sum := sha256.Sum256(data)
+	if err := b.Put(ctx, "pieces/a", bytes.NewReader(data), int64(len(data)), hex.EncodeToString(sum[:])); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Put(ctx, "roots/1", bytes.NewReader([]byte("r")), 1); err != nil {
+	if err := b.Put(ctx, "roots/1", bytes.NewReader([]byte("r")), 1, ""); err != nil {
 		t.Fatal(err)
+	}
+	// A body that does not match the hash it is signed with is refused by
+	// the server, and leaves no object.
+	bad := append([]byte(nil), data...)
+	bad[12345] ^= 1
+	if err := b.Put(ctx, "pieces/bad", bytes.NewReader(bad), int64(len(bad)), hex.EncodeToString(sum[:])); err == nil {
+		t.Fatal("the server took a body that does not match its signed SHA-256")
+	}
+	if ok, _ := b.Exists(ctx, "pieces/bad"); ok {
+		t.Fatal("a refused put left an object")
 	}
 	got, err := b.Get(ctx, "pieces/a")
 	if err != nil || !bytes.Equal(got, data) {
@@ -56,14 +69,14 @@ func TestS3(t *testing.T) {
 		t.Fatal("deleted object still there")
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
-	bad, err := bucket.OpenS3(ctx, "s3://ckpt/run/1", bucket.S3Options{Endpoint: srv.Endpoint})
+	denied, err := bucket.OpenS3(ctx, "s3://ckpt/run/1", bucket.S3Options{Endpoint: srv.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bad.Check(ctx); !errors.Is(err, bucket.ErrDenied) {
+	if err := denied.Check(ctx); !errors.Is(err, bucket.ErrDenied) {
 		t.Fatalf("check with a wrong secret: %v, want access denied", err)
 	}
-	t.Log(bad.Check(ctx))
+	t.Log(denied.Check(ctx))
 	if err := b.Check(ctx); err != nil {
 		t.Fatalf("the right credentials after a denied client: %v", err)
 	}
