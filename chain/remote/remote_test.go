@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -286,12 +287,13 @@ func TestDeleteDuringUpload(t *testing.T) {
 	files := series(t, s, 3)
 	b := bucket.NewMemory()
 	started, resume := make(chan struct{}), make(chan struct{})
-	var once bool
+	var once sync.Once
 	b.Fail = func(op, key string) error {
-		if op == "put" && strings.HasPrefix(key, piecesDir) && !once {
-			once = true
-			close(started)
-			<-resume
+		if op == "put" && strings.HasPrefix(key, piecesDir) {
+			once.Do(func() {
+				close(started)
+				<-resume
+			})
 		}
 		return nil
 	}
