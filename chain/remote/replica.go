@@ -46,6 +46,14 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 		return nil, err
 	}
 	path := filepath.Join(dir, chain.MetaFile)
+	if _, err := os.Stat(path); err == nil {
+		// Take the old metadata's lock first: another daemon may serve it.
+		old, err := meta.Open(path, meta.Options{NoSync: true})
+		if err != nil {
+			return nil, fmt.Errorf("replica %s: %w", dir, err)
+		}
+		old.Close()
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("replica %s: %w", dir, err)
 	}
