@@ -58,7 +58,7 @@ environment variables and config files; --endpoint names a non-AWS server.`,
 				return err
 			}
 			defer ds.Close()
-			b, err := r.open(true)
+			b, err := r.open(true, true)
 			if err != nil {
 				return err
 			}
@@ -114,7 +114,7 @@ continue its chains.`,
 			if _, err := os.Stat(filepath.Join(store, chain.MetaFile)); err == nil {
 				return fmt.Errorf("store %s exists: pull copies into a new store", store)
 			}
-			b, err := r.open(true)
+			b, err := r.open(true, false)
 			if err != nil {
 				return err
 			}

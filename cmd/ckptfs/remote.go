@@ -87,11 +87,17 @@ func (r *remoteFlags) options() (remote.Options, error) {
 
 // open makes the client and checks that the bucket answers and lets us
 // in. Access denied always fails; an unreachable server fails only when
-// required (a replica cannot list anything without it).
-func (r *remoteFlags) open(required bool) (*bucket.S3, error) {
+// required (a replica cannot list anything without it). An uploader
+// (uploads true) retries every request itself, with back-off and a
+// warning on the first failure, so the client makes one attempt.
+func (r *remoteFlags) open(required, uploads bool) (*bucket.S3, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := bucket.OpenS3(ctx, r.url, bucket.S3Options{Endpoint: r.endpoint, PathStyle: r.pathStyle})
+	o := bucket.S3Options{Endpoint: r.endpoint, PathStyle: r.pathStyle}
+	if uploads {
+		o.MaxAttempts = 1
+	}
+	b, err := bucket.OpenS3(ctx, r.url, o)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +118,7 @@ func (r *remoteFlags) startUploader(ds *chain.DirStore) (*remote.Uploader, error
 	if r.url == "" {
 		return nil, nil
 	}
-	b, err := r.open(false)
+	b, err := r.open(false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +181,7 @@ func printRemote(out io.Writer, st *remote.Stats) {
 // serveReplica mounts a bucket's newest checkpoint read-only on an empty
 // (or replica) store and serves it until unmounted or signalled.
 func serveReplica(mp string, f mountFlags, report func(error) error) (bool, error) {
-	b, err := f.remote.open(true)
+	b, err := f.remote.open(true, false)
 	if err != nil {
 		return false, report(err)
 	}
