@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,6 +134,12 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 	if err := os.Symlink("epoch-5", m.path("run/latest")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Link(m.path("run/notes.txt"), m.path("run/notes-link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setxattr(m.path("run/notes.txt"), "user.origin", []byte("node A"), 0); err != nil {
+		t.Fatal(err)
+	}
 	st := m.waitUploaded(logical, 2*time.Minute)
 	t.Logf("remote stats: %+v", st)
 	if st.RootSeq < 2 {
@@ -151,6 +158,16 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 	sameFiles(t, m.dir, r.dir)
 	if target, err := os.Readlink(r.path("run/latest")); err != nil || target != "epoch-5" {
 		t.Errorf("symlink in the replica: %q, %v", target, err)
+	}
+	var st1, st2 syscall.Stat_t
+	if err := syscall.Stat(r.path("run/notes.txt"), &st1); err != nil || st1.Nlink != 2 {
+		t.Errorf("hard-linked file in the replica: nlink %d, %v", st1.Nlink, err)
+	}
+	if err := syscall.Stat(r.path("run/notes-link.txt"), &st2); err != nil || st2.Ino != st1.Ino {
+		t.Errorf("the two names of a hard link are different files in the replica (%v)", err)
+	}
+	if v, err := getxattr(r.path("run/notes.txt"), "user.origin"); err != nil || v != "node A" {
+		t.Errorf("xattr in the replica: %q, %v", v, err)
 	}
 	if err := os.WriteFile(r.path("run/new.txt"), []byte("x"), 0o644); err == nil {
 		t.Error("a write into the read-only replica succeeded")
