@@ -16,7 +16,7 @@ export CKPTFS_REQUIRE_DEPS := 1
 export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
 export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
-.PHONY: all build install deps lint test test-full test-unit demo bench fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench fuzz report clean series
 
 all: build
 
@@ -86,6 +86,12 @@ test-full: test
 # report, unmount.
 demo: deps build
 	BIN=$(BIN) PYTHON=$(CKPTFS_PYTHON) integration/demo/demo.sh
+
+# The demo training into a mount that replicates to an S3 bucket (a local
+# versitygw), then a restore from the bucket on an empty store: upload
+# figures and restore time against a plain directory.
+demo-remote: deps build
+	BIN=$(BIN) PYTHON=$(CKPTFS_PYTHON) integration/demo/remote.sh
 
 # Measures ckptfs on this machine (replays of the series, codec speed, mount
 # throughput against a plain directory and a go-fuse loopback, training

@@ -65,6 +65,9 @@ func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change
 	if err := tx.mtx.PutVersion(&v); err != nil {
 		return err
 	}
+	if fn := tx.s.committed; fn != nil {
+		tx.mtx.OnCommit(func() { fn(v.ID, v.Size) })
+	}
 	for i := range p.segments {
 		if err := tx.mtx.PutSegment(v.ID, &p.segments[i]); err != nil {
 			return err

@@ -98,6 +98,8 @@ type Store struct {
 
 	pendingMu sync.RWMutex
 	pending   map[meta.VersionID]*pendingVersion // finished, not committed, readable
+
+	committed func(meta.VersionID, int64) // told of each commit (OnCommitted)
 }
 
 // NewStore assembles a store from an open metadata database, the backend

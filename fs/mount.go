@@ -13,6 +13,7 @@ import (
 type MountOptions struct {
 	AllowOther bool // let other users in (needs user_allow_other for non-root)
 	Debug      bool // log every FUSE request
+	ReadOnly   bool // mount read-only (a replica of a remote store)
 }
 
 // Mount serves f at mountpoint and returns once the kernel has the mount.
@@ -25,6 +26,9 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 	o.FsName = "ckptfs"
 	o.Name = "ckptfs"
 	o.Options = []string{"default_permissions"}
+	if opts.ReadOnly {
+		o.Options = append(o.Options, "ro")
+	}
 	o.DirectMount = os.Geteuid() == 0
 	o.AllowOther = opts.AllowOther
 	o.Debug = opts.Debug

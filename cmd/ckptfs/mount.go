@@ -17,6 +17,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/fs"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -39,6 +40,7 @@ type mountFlags struct {
 	syncEvery    time.Duration
 	cpuProfile   string
 	policy       policyFlags
+	remote       remoteFlags
 }
 
 func newMountCommand() *cobra.Command {
@@ -86,6 +88,9 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 			if _, err := deviceForSize(f.deviceSize); err != nil {
 				return err
 			}
+			if err := f.remote.check(); err != nil {
+				return err
+			}
 			storedPolicy := !cmd.Flags().Changed("codec") && !cmd.Flags().Changed("scheme") &&
 				!cmd.Flags().Changed("snap-dis") && !cmd.Flags().Changed("max-depth")
 			created, err := missingDirs(f.store)
@@ -126,6 +131,7 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
 	fl.MarkHidden("cpuprofile")
 	f.policy.register(fl)
+	f.remote.register(fl)
 	return cmd
 }
 
@@ -458,6 +464,12 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		}
 		return err
 	}
+	if f.remote.readOnly {
+		return serveReplica(mp, f, report)
+	}
+	if err := remote.CheckNotReplica(f.store); err != nil {
+		return false, report(err)
+	}
 	dev, err := deviceForSize(f.deviceSize)
 	if err != nil {
 		return false, report(err)
@@ -477,6 +489,11 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		return false, report(err)
 	}
 	limitMemoryFor(ds, 0)
+	up, err := f.remote.startUploader(ds)
+	if err != nil {
+		ds.Close()
+		return false, report(err)
+	}
 	fsys := fs.New(ds.Store)
 	fsys.SyncClose = f.syncClose
 	fsys.Stats = func() ([]byte, error) {
@@ -487,10 +504,11 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		rep.Store = f.store
 		rt := chain.ReadRuntime()
 		rep.Runtime = &rt
-		return json.MarshalIndent(rep, "", "  ")
+		return json.MarshalIndent(withRemote(rep, up), "", "  ")
 	}
 	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug})
 	if err != nil {
+		f.remote.stopUploader(up)
 		ds.Close()
 		return false, report(err)
 	}
@@ -527,6 +545,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	server.Wait()
 	fsys.Drain() // commits of files closed before the unmount
 	close(done)
+	f.remote.stopUploader(up)
 	if err := ds.Close(); err != nil {
 		return true, fmt.Errorf("close store %s: %w", f.store, err)
 	}

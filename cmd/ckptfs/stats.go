@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/spf13/cobra"
 )
 
@@ -28,6 +29,7 @@ daemon) or --store for an unmounted store.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rep *chain.Report
+			var rs *remote.Stats
 			switch {
 			case len(args) == 1 && store != "":
 				return errors.New("give a mount point or --store, not both")
@@ -40,6 +42,11 @@ daemon) or --store for an unmounted store.`,
 				if err := json.Unmarshal(b, rep); err != nil {
 					return fmt.Errorf("stats.json: %w", err)
 				}
+				var extra struct {
+					Remote *remote.Stats `json:"remote"`
+				}
+				_ = json.Unmarshal(b, &extra)
+				rs = extra.Remote
 			case store != "":
 				ds, err := openExistingStore(store)
 				if errors.Is(err, chain.ErrLocked) {
@@ -52,15 +59,21 @@ daemon) or --store for an unmounted store.`,
 				if rep, err = ds.Report(chain.ReportOptions{}); err != nil {
 					return err
 				}
+				if rs, err = remote.StoredStats(store); err != nil {
+					return err
+				}
 			default:
 				return errors.New("give a mount point or --store DIR")
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+				return enc.Encode(withRemoteStats(rep, rs))
 			}
 			printReport(cmd.OutOrStdout(), rep, files)
+			if rs != nil {
+				printRemote(cmd.OutOrStdout(), rs)
+			}
 			return nil
 		},
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/spf13/pflag"
 )
 
@@ -188,6 +189,9 @@ func requireStore(dir string) error {
 // it was last mounted with: what stats, fsck and report read.
 func openExistingStore(dir string) (*chain.DirStore, error) {
 	if err := requireStore(dir); err != nil {
+		return nil, err
+	}
+	if err := remote.CheckNotReplica(dir); err != nil {
 		return nil, err
 	}
 	return chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})

@@ -1,0 +1,353 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/remote/bucket"
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/sirupsen/logrus"
+)
+
+// ErrCorrupt reports an object whose content is not what its name or its
+// manifest says.
+var ErrCorrupt = errors.New("corrupt remote object")
+
+// Options configure an Uploader.
+type Options struct {
+	// PieceSize is the most pack bytes per object (0: DefaultPieceSize).
+	PieceSize int64
+	// Interval is how often the tree of names is compared with the last
+	// root when no commit wakes the uploader (renames, deletions). 0: 5 s.
+	Interval time.Duration
+	// KeepRoots is how many newest roots stay in the bucket, with every
+	// object they name (0: 2): a reader that mounted one of them keeps
+	// finding its objects while a newer one is written.
+	KeepRoots int
+	// BytesPerSecond caps the upload rate (0: no cap).
+	BytesPerSecond int64
+}
+
+func (o *Options) defaults() {
+	if o.PieceSize <= 0 {
+		o.PieceSize = DefaultPieceSize
+	}
+	if o.Interval <= 0 {
+		o.Interval = 5 * time.Second
+	}
+	if o.KeepRoots <= 0 {
+		o.KeepRoots = 2
+	}
+}
+
+// Uploader copies a store's committed versions to a bucket in the
+// background: a version's pieces, then its manifest; once every version of
+// a moment is there, a root naming them and the tree of names (the only
+// object a reader looks for first). Objects the newest roots no longer
+// need are deleted after that.
+type Uploader struct {
+	store  *chain.Store
+	bucket bucket.Bucket
+	st     *state
+	o      Options
+
+	wake   chan struct{}
+	drain  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	listedRoots bool // nextSeq looked at the bucket's roots
+
+	mu       sync.Mutex
+	commits  map[meta.VersionID]time.Time // committed, not yet in a root
+	pending  int
+	lastErr  string
+	retries  int64
+	lagLast  time.Duration
+	lagMax   time.Duration
+	lagSum   time.Duration
+	lagCount int64
+}
+
+// NewUploader prepares an uploader for store, whose directory dir keeps its
+// state (StateFile). It tells the store to report commits to it; Start
+// starts the background work, Push does one pass in the foreground.
+func NewUploader(store *chain.Store, dir string, b bucket.Bucket, o Options) (*Uploader, error) {
+	o.defaults()
+	st, err := openState(dir, b.String())
+	if err != nil {
+		return nil, err
+	}
+	u := &Uploader{store: store, bucket: b, st: st, o: o, wake: make(chan struct{}, 1),
+		drain: make(chan struct{}), done: make(chan struct{}), commits: map[meta.VersionID]time.Time{}}
+	store.OnCommitted(u.noteCommit)
+	return u, nil
+}
+
+func (u *Uploader) noteCommit(id meta.VersionID, size int64) {
+	u.mu.Lock()
+	u.commits[id] = time.Now()
+	u.mu.Unlock()
+	select {
+	case u.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the uploader in the background until Close.
+func (u *Uploader) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	u.cancel = cancel
+	go u.loop(ctx)
+}
+
+// Push uploads everything the store holds now and writes its root, in the
+// foreground (ckptfs push).
+func (u *Uploader) Push(ctx context.Context) error {
+	_, err := u.pass(ctx)
+	return err
+}
+
+// Close lets the background uploader finish what is committed for at most
+// drain, then stops it (what is left resumes at the next start), and closes
+// its state.
+func (u *Uploader) Close(drain time.Duration) error {
+	if u.cancel != nil {
+		close(u.drain)
+		select {
+		case <-u.done:
+		case <-time.After(drain):
+			u.mu.Lock()
+			waiting := max(u.pending, len(u.commits))
+			u.mu.Unlock()
+			if waiting > 0 {
+				logrus.Warnf("remote %s: %d versions not uploaded yet; they will be at the next mount or ckptfs push", u.bucket, waiting)
+			}
+			u.cancel()
+			<-u.done
+		}
+	}
+	return u.st.close()
+}
+
+func (u *Uploader) loop(ctx context.Context) {
+	defer close(u.done)
+	tick := time.NewTicker(u.o.Interval)
+	defer tick.Stop()
+	draining := false
+	delay := time.Second
+	for {
+		_, err := u.pass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			logrus.WithError(err).Errorf("remote %s: upload pass failed; retrying in %v", u.bucket, delay)
+			u.setErr(err)
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return
+			case <-u.drain:
+				draining = true
+			}
+			delay = min(2*delay, time.Minute)
+			continue
+		}
+		delay = time.Second
+		if draining {
+			return
+		}
+		select {
+		case <-u.wake:
+			// Let the other files of the same save commit first.
+			time.Sleep(100 * time.Millisecond)
+		case <-tick.C:
+		case <-u.drain:
+			draining = true
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// snapshot is one moment of the store: what a root names.
+type snapshot struct {
+	root     Root
+	versions []meta.VersionID // every version, ascending
+	todo     []meta.Version   // versions not in the bucket yet
+}
+
+// collect takes a snapshot and pins the versions it must upload.
+func (u *Uploader) collect(done map[meta.VersionID]uploadedRec) (*snapshot, func(), error) {
+	var snap *snapshot
+	release, err := u.store.Hold(func(tx *meta.Tx) ([]meta.VersionID, error) {
+		snap = &snapshot{root: Root{Format: formatVersion}}
+		var pin []meta.VersionID
+		err := tx.ForEachVersion(func(v *meta.Version) error {
+			snap.versions = append(snap.versions, v.ID)
+			if _, ok := done[v.ID]; !ok {
+				snap.todo = append(snap.todo, *v)
+				pin = append(pin, v.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		err = tx.ForEachInode(func(n *meta.Inode) error {
+			snap.root.Inodes = append(snap.root.Inodes, *n)
+			for _, name := range tx.ListXattr(n.Ino) {
+				if v, ok := tx.Xattr(n.Ino, name); ok {
+					snap.root.Xattrs = append(snap.root.Xattrs, Xattr{Ino: n.Ino, Name: name, Value: v})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		err = tx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
+			snap.root.Dirents = append(snap.root.Dirents, Dirent{Parent: parent, Name: name, Child: child})
+			return nil
+		})
+		return pin, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot of the store: %w", err)
+	}
+	sort.Slice(snap.versions, func(i, j int) bool { return snap.versions[i] < snap.versions[j] })
+	return snap, release, nil
+}
+
+// pass uploads what the store holds now and, if anything changed since
+// the last root, writes a new root and collects garbage. It reports
+// whether it wrote a root.
+func (u *Uploader) pass(ctx context.Context) (bool, error) {
+	done, err := u.st.uploaded()
+	if err != nil {
+		return false, err
+	}
+	snap, hold, err := u.collect(done)
+	if err != nil {
+		return false, err
+	}
+	var once sync.Once
+	release := func() { once.Do(hold) }
+	defer release()
+	u.mu.Lock()
+	u.pending = len(snap.todo)
+	u.mu.Unlock()
+	for i := range snap.todo {
+		v := &snap.todo[i]
+		rec, sent, err := u.uploadVersion(ctx, v)
+		if err != nil {
+			return false, fmt.Errorf("upload version %d: %w", v.ID, err)
+		}
+		if err := u.st.addUploaded(v.ID, rec, sent); err != nil {
+			return false, fmt.Errorf("record upload of version %d: %w", v.ID, err)
+		}
+		done[v.ID] = rec
+		u.mu.Lock()
+		u.pending--
+		u.mu.Unlock()
+	}
+	release()
+	for _, id := range snap.versions {
+		snap.root.Versions = append(snap.root.Versions, RootVersion{ID: id, Manifest: done[id].Manifest})
+	}
+	tree, _ := json.Marshal(struct {
+		V []RootVersion
+		I []meta.Inode
+		D []Dirent
+		X []Xattr
+	}{snap.root.Versions, snap.root.Inodes, snap.root.Dirents, snap.root.Xattrs})
+	treeHash := sha(tree)
+	if string(u.st.get("tree")) == treeHash {
+		return false, nil
+	}
+	seq, err := u.nextSeq(ctx)
+	if err != nil {
+		return false, err
+	}
+	snap.root.Seq, snap.root.Created = seq, time.Now().UnixNano()
+	b, err := json.Marshal(&snap.root)
+	if err != nil {
+		return false, err
+	}
+	if err := u.put(ctx, rootKey(seq), b); err != nil {
+		return false, fmt.Errorf("write root %d: %w", seq, err)
+	}
+	if err := u.st.addRoot(seq, snap.versions, treeHash, int64(len(b))); err != nil {
+		return false, fmt.Errorf("record root %d: %w", seq, err)
+	}
+	u.noteVisible(snap.versions)
+	logrus.Infof("remote %s: root %d: %d versions, %d inodes", u.bucket, seq, len(snap.versions), len(snap.root.Inodes))
+	if err := u.collectGarbage(ctx, done); err != nil {
+		return true, fmt.Errorf("remote garbage collection: %w", err)
+	}
+	return true, nil
+}
+
+// nextSeq numbers the next root: past the last this state recorded and
+// past any root already in the bucket (another store's, or a state lost).
+func (u *Uploader) nextSeq(ctx context.Context) (uint64, error) {
+	seq := uint64(u.st.getInt("root_seq"))
+	if !u.listedRoots {
+		var keys []string
+		err := u.retry(ctx, "list "+rootsDir, func() error {
+			var err error
+			keys, err = u.bucket.List(ctx, rootsDir)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		for _, k := range keys {
+			if n, ok := rootSeq(k); ok {
+				seq = max(seq, n)
+			}
+		}
+		u.listedRoots = true
+	}
+	return seq + 1, nil
+}
+
+// noteVisible measures the upload lag of the versions a root just made
+// visible: from their commit to the root.
+func (u *Uploader) noteVisible(ids []meta.VersionID) {
+	now := time.Now()
+	in := make(map[meta.VersionID]bool, len(ids))
+	for _, id := range ids {
+		in[id] = true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var sum time.Duration
+	var n int64
+	for id, t := range u.commits {
+		if !in[id] {
+			if now.Sub(t) > time.Hour { // freed before it was uploaded
+				delete(u.commits, id)
+			}
+			continue
+		}
+		lag := now.Sub(t)
+		u.lagLast = lag
+		u.lagMax = max(u.lagMax, lag)
+		u.lagSum += lag
+		u.lagCount++
+		sum += lag
+		n++
+		delete(u.commits, id)
+	}
+	if n > 0 {
+		_ = u.st.addInts(map[string]int64{"lag_sum_ns": int64(sum), "lag_count": n})
+	}
+}

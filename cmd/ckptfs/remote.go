@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/remote"
+	"github.com/ckptfs/ckptfs/chain/remote/bucket"
+	"github.com/ckptfs/ckptfs/fs"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+)
+
+// remoteFlags are the flags of a mount that replicates to (or reads from)
+// an S3 bucket, shared with push and pull.
+type remoteFlags struct {
+	url       string
+	endpoint  string
+	pathStyle bool
+	readOnly  bool
+	drain     time.Duration
+	pieceSize string
+	interval  time.Duration
+	bwlimit   string
+	keepRoots int
+}
+
+func (r *remoteFlags) registerClient(fl *pflag.FlagSet) {
+	fl.StringVar(&r.endpoint, "endpoint", "", "S3 endpoint of a non-AWS server, e.g. http://127.0.0.1:7070 (path-style addressing); credentials come from the AWS environment variables and config files")
+	fl.BoolVar(&r.pathStyle, "path-style", false, "path-style addressing on AWS too")
+}
+
+func (r *remoteFlags) registerUpload(fl *pflag.FlagSet) {
+	fl.StringVar(&r.pieceSize, "remote-piece-size", "32MiB", "most pack bytes per uploaded object")
+	fl.MarkHidden("remote-piece-size")
+	fl.DurationVar(&r.interval, "remote-interval", 5*time.Second, "how often renames and deletions are looked for when no save wakes the uploader")
+	fl.MarkHidden("remote-interval")
+	fl.StringVar(&r.bwlimit, "remote-bwlimit", "", "cap the upload rate, in bytes per second (e.g. 50MiB)")
+	fl.IntVar(&r.keepRoots, "remote-keep-roots", 2, "newest roots kept in the bucket with everything they need")
+	fl.MarkHidden("remote-keep-roots")
+}
+
+func (r *remoteFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&r.url, "remote", "", "replicate the store to s3://BUCKET/PREFIX in the background (with --read-only: serve that bucket's newest checkpoint)")
+	fl.BoolVar(&r.readOnly, "read-only", false, "with --remote: mount the bucket's content read-only on an empty store, fetching chunks on demand")
+	fl.DurationVar(&r.drain, "remote-drain", 30*time.Second, "at unmount, how long to wait for uploads in flight (the rest resumes at the next mount or ckptfs push)")
+	r.registerClient(fl)
+	r.registerUpload(fl)
+}
+
+func (r *remoteFlags) check() error {
+	if r.readOnly && r.url == "" {
+		return errors.New("--read-only needs --remote: only a replica of a bucket is mounted read-only")
+	}
+	if r.url != "" {
+		if _, err := bucket.ParseURL(r.url); err != nil {
+			return err
+		}
+	}
+	_, err := r.options()
+	return err
+}
+
+func (r *remoteFlags) options() (remote.Options, error) {
+	o := remote.Options{Interval: r.interval, KeepRoots: r.keepRoots}
+	var err error
+	if r.pieceSize != "" {
+		if o.PieceSize, err = parseSize(r.pieceSize); err != nil {
+			return o, fmt.Errorf("--remote-piece-size: %w", err)
+		}
+	}
+	if r.bwlimit != "" {
+		if o.BytesPerSecond, err = parseSize(r.bwlimit); err != nil {
+			return o, fmt.Errorf("--remote-bwlimit: %w", err)
+		}
+	}
+	return o, nil
+}
+
+// open makes the client and checks that the bucket answers and lets us
+// in. Access denied always fails; an unreachable server fails only when
+// required (a replica cannot list anything without it). An uploader
+// (uploads true) retries every request itself, with back-off and a
+// warning on the first failure, so the client makes one attempt.
+func (r *remoteFlags) open(required, uploads bool) (*bucket.S3, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := bucket.S3Options{Endpoint: r.endpoint, PathStyle: r.pathStyle}
+	if uploads {
+		o.MaxAttempts = 1
+	}
+	b, err := bucket.OpenS3(ctx, r.url, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Check(ctx); err != nil {
+		if errors.Is(err, bucket.ErrDenied) {
+			return nil, fmt.Errorf("%w (check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or the profile, and the bucket's policy)", err)
+		}
+		if required {
+			return nil, err
+		}
+		logrus.Warnf("%v: uploads will retry until it answers", err)
+	}
+	return b, nil
+}
+
+// startUploader starts replicating ds if --remote is set (nil otherwise).
+func (r *remoteFlags) startUploader(ds *chain.DirStore) (*remote.Uploader, error) {
+	if r.url == "" {
+		return nil, nil
+	}
+	b, err := r.open(false, true)
+	if err != nil {
+		return nil, err
+	}
+	o, err := r.options()
+	if err != nil {
+		return nil, err
+	}
+	u, err := remote.NewUploader(ds.Store, ds.Dir, b, o)
+	if err != nil {
+		return nil, err
+	}
+	u.Start()
+	logrus.Infof("replicating to %s", b)
+	return u, nil
+}
+
+// stopUploader waits for uploads in flight up to --remote-drain.
+func (r *remoteFlags) stopUploader(u *remote.Uploader) {
+	if u == nil {
+		return
+	}
+	if err := u.Close(r.drain); err != nil {
+		logrus.WithError(err).Warn("close remote state")
+	}
+}
+
+// withRemote adds the uploader's figures to a stats report, under "remote".
+func withRemote(rep *chain.Report, u *remote.Uploader) any {
+	if u == nil {
+		return rep
+	}
+	st := u.Stats()
+	return withRemoteStats(rep, &st)
+}
+
+func withRemoteStats(rep *chain.Report, st *remote.Stats) any {
+	if st == nil {
+		return rep
+	}
+	return struct {
+		*chain.Report
+		Remote *remote.Stats `json:"remote"`
+	}{rep, st}
+}
+
+// printRemote is the remote paragraph of ckptfs stats.
+func printRemote(out io.Writer, st *remote.Stats) {
+	fmt.Fprintf(out, "\nRemote %s: root %d, %d versions uploaded, %d pending\n", st.Remote, st.RootSeq, st.VersionsUploaded, st.PendingVersions)
+	fmt.Fprintf(out, "  uploaded %s bytes for %s logical bytes (%.3f)\n", thousands(st.BytesUploaded), thousands(st.LogicalBytesUploaded), st.NetworkRatio)
+	fmt.Fprintf(out, "  upload lag (commit to visible): mean %.2fs", st.LagMeanSeconds)
+	if st.LagMaxSeconds > 0 {
+		fmt.Fprintf(out, ", max %.2fs, last %.2fs", st.LagMaxSeconds, st.LagLastSeconds)
+	}
+	fmt.Fprintln(out)
+	if st.LastError != "" {
+		fmt.Fprintf(out, "  last error (%d retries): %s\n", st.Retries, st.LastError)
+	}
+}
+
+// serveReplica mounts a bucket's newest checkpoint read-only on an empty
+// (or replica) store and serves it until unmounted or signalled.
+func serveReplica(mp string, f mountFlags, report func(error) error) (bool, error) {
+	b, err := f.remote.open(true, false)
+	if err != nil {
+		return false, report(err)
+	}
+	pol, err := f.policy.policy()
+	if err != nil {
+		return false, report(err)
+	}
+	rep, err := remote.OpenReplica(context.Background(), f.store, b, chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20})
+	if err != nil {
+		return false, report(err)
+	}
+	fsys := fs.New(rep.Store)
+	fsys.Stats = func() ([]byte, error) {
+		return json.MarshalIndent(map[string]any{"store": f.store, "remote": b.String(), "read_only": true,
+			"root_seq": rep.Root.Seq, "root_created_ns": rep.Root.Created, "versions": len(rep.Root.Versions)}, "", "  ")
+	}
+	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug, ReadOnly: true})
+	if err != nil {
+		rep.Close()
+		return false, report(err)
+	}
+	logrus.Infof("mounted %s read-only: %s root %d (store %s)", mp, b, rep.Root.Seq, f.store)
+	report(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		for s := range sigs {
+			logrus.Infof("%v: unmounting %s", s, mp)
+			if err := server.Unmount(); err != nil {
+				_ = unmount(mp, true)
+			}
+		}
+	}()
+	server.Wait()
+	signal.Stop(sigs)
+	if err := rep.Close(); err != nil {
+		return true, fmt.Errorf("close replica %s: %w", f.store, err)
+	}
+	logrus.Infof("unmounted %s", mp)
+	return true, nil
+}
