@@ -131,6 +131,21 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 	}
 	writeAll(t, m.path("run/notes.txt"), []byte("hello from node A\n"))
 	logical += int64(len("hello from node A\n"))
+	// A sparse file: a hole and a run of zeros travel as chunks of zeros.
+	sparse, err := os.Create(m.path("run/sparse.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sparse.Truncate(80 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sparse.WriteAt([]byte("data in the hole"), 70<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := sparse.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logical += 80 << 20
 	if err := os.Symlink("epoch-5", m.path("run/latest")); err != nil {
 		t.Fatal(err)
 	}
