@@ -23,12 +23,21 @@ import (
 // store deltas, whose content a test can regenerate from the seed alone.
 func npyOf(seed int) []byte {
 	rng := rand.New(rand.NewSource(1))
-	n := 50_000 + 10_000*(seed%7)
-	vals := make([]float32, n)
+	vals := make([]float32, 50_000+10_000*(seed%7))
 	for i := range vals {
 		vals[i] = float32(rng.NormFloat64()*0.05 + float64(seed)*1e-4*math.Sin(float64(i)))
 	}
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), 'seed': %d}", n, seed)
+	return seededNpy(seed, vals)
+}
+
+// seededNpy is a .npy file of vals whose header records seed (seedOf).
+func seededNpy(seed int, vals []float32) []byte {
+	return npyFloat32(vals, fmt.Sprintf("'seed': %d", seed))
+}
+
+// npyFloat32 is a .npy file of vals; extra goes into the header's dict.
+func npyFloat32(vals []float32, extra string) []byte {
+	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), %s}", len(vals), extra)
 	for (10+len(header)+1)%64 != 0 {
 		header += " "
 	}
@@ -428,16 +437,7 @@ func bigNpyOf(seed, n int) []byte {
 	for i := range vals {
 		vals[i] = float32(rng.NormFloat64() * 0.05)
 	}
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), 'seed': %d}", n, seed)
-	for (10+len(header)+1)%64 != 0 {
-		header += " "
-	}
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(header)+1))
-	b.WriteString(header + "\n")
-	binary.Write(&b, binary.LittleEndian, vals)
-	return b.Bytes()
+	return seededNpy(seed, vals)
 }
 
 // TestKillDuringBackgroundCommit: the daemon killed while the commits of

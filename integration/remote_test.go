@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -84,16 +83,7 @@ func weights(epoch, n int) []byte {
 	for i := range vals {
 		vals[i] = float32(rng.NormFloat64()*0.05 + float64(epoch)*1e-4*math.Sin(float64(i)*0.01))
 	}
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", n)
-	for (10+len(header)+1)%64 != 0 {
-		header += " "
-	}
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(header)+1))
-	b.WriteString(header + "\n")
-	binary.Write(&b, binary.LittleEndian, vals)
-	return b.Bytes()
+	return npyFloat32(vals, "")
 }
 
 func writeAll(t *testing.T, path string, data []byte) {
