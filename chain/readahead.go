@@ -1,0 +1,75 @@
+package chain
+
+import (
+	"github.com/ckptfs/ckptfs/chain/plaincache"
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// readAheadBytes is how far past a streaming reader's furthest read the
+// chunks are rebuilt ahead, by up to Options.Workers goroutines per reader.
+// The rebuilt chunks wait in the read cache (1/8 of the store's plain-chunk
+// memory, 16 MiB by default), so the window must leave room in it: chunks
+// evicted before they are read would be rebuilt twice.
+var readAheadBytes int64 = 8 << 20
+
+// readAheadState is a Reader's read-ahead, under Reader.mu.
+type readAheadState struct {
+	ahead   int64 // end of the chunks started
+	want    int64 // rebuild chunks that start below this
+	running int   // goroutines rebuilding
+}
+
+// readAhead notes a read of [start, end) before it is served and, when
+// reads stream, starts rebuilding the chunks from start to readAheadBytes
+// past the furthest read, so the chunks of this read after its first one
+// and those of the reads to come rebuild in parallel. The kernel sends the
+// requests of its read-ahead window concurrently and so out of order: a
+// read that starts within a window of the furthest one still streams.
+func (r *Reader) readAhead(start, end int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	streaming := start >= r.lastEnd-readAheadBytes && start <= r.lastEnd+readAheadBytes
+	if !streaming {
+		r.lastEnd = end
+		r.ra.ahead, r.ra.want = end, end // running goroutines stop
+		return
+	}
+	r.lastEnd = max(r.lastEnd, end)
+	r.ra.ahead = max(r.ra.ahead, start)
+	r.ra.want = max(r.ra.want, min(r.size, r.lastEnd+readAheadBytes))
+	for r.ra.running < r.s.workers && r.ra.ahead < r.ra.want {
+		r.ra.running++
+		go r.rebuildAhead()
+	}
+}
+
+// rebuildAhead rebuilds the chunks of the window into the cache, one at a
+// time, until the window is done. A chunk that fails is left for the read
+// that needs it to report.
+func (r *Reader) rebuildAhead() {
+	for {
+		c, ok := r.nextAhead()
+		if !ok {
+			return
+		}
+		_, _ = r.s.chunkPlain(r.id, c.Offset)
+	}
+}
+
+// nextAhead claims the next chunk of the window that needs rebuilding.
+func (r *Reader) nextAhead() (meta.Chunk, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.ra.ahead < r.ra.want {
+		c, err := r.chunkForLocked(r.ra.ahead)
+		if err != nil {
+			break
+		}
+		r.ra.ahead = c.End()
+		if !c.Zeros() && !r.s.refs.Has(plaincache.Key{V: r.id, Off: c.Offset}) {
+			return c, true
+		}
+	}
+	r.ra.running--
+	return meta.Chunk{}, false
+}
