@@ -46,6 +46,9 @@ func renderDoc(r *Results) string {
 	if r.Scale != nil {
 		scaleDoc(&w, r.Scale)
 	}
+	if r.Reads != nil {
+		readsDoc(&w, r.Reads)
+	}
 	return w.String()
 }
 
