@@ -1,16 +1,27 @@
 package chain
 
 import (
+	"sync/atomic"
+
 	"github.com/ckptfs/ckptfs/chain/plaincache"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// readAheadBytes is how far past a streaming reader's furthest read the
-// chunks are rebuilt ahead, by up to Options.Workers goroutines per reader.
-// The rebuilt chunks wait in the read cache (1/8 of the store's plain-chunk
-// memory, 16 MiB by default), so the window must leave room in it: chunks
-// evicted before they are read would be rebuilt twice.
+// readAheadBytes is how far past their furthest reads all streaming readers
+// together have chunks rebuilt ahead, by up to Options.Workers goroutines
+// per reader. The rebuilt chunks wait in the read cache (1/8 of the store's
+// plain-chunk memory, 16 MiB by default), so the windows must leave room in
+// it: chunks evicted before they are read would be rebuilt twice.
 var readAheadBytes int64 = 8 << 20
+
+// readingAhead counts the readers whose read-ahead is running: they share
+// readAheadBytes.
+var readingAhead atomic.Int64
+
+// readAheadWindow is one streaming reader's share of readAheadBytes.
+func readAheadWindow() int64 {
+	return readAheadBytes / max(1, readingAhead.Load())
+}
 
 // readAheadState is a Reader's read-ahead, under Reader.mu.
 type readAheadState struct {
@@ -20,8 +31,8 @@ type readAheadState struct {
 }
 
 // readAhead notes a read of [start, end) before it is served and, when
-// reads stream, starts rebuilding the chunks from start to readAheadBytes
-// past the furthest read, so the chunks of this read after its first one
+// reads stream, starts rebuilding the chunks from start to its window past
+// the furthest read, so the chunks of this read after its first one
 // and those of the reads to come rebuild in parallel. The kernel sends the
 // requests of its read-ahead window concurrently and so out of order: a
 // read that starts within a window of the furthest one still streams.
@@ -29,6 +40,7 @@ func (r *Reader) readAhead(start, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	streaming := start >= r.lastEnd-readAheadBytes && start <= r.lastEnd+readAheadBytes
+	window := readAheadWindow()
 	if !streaming {
 		r.lastEnd = end
 		r.ra.ahead, r.ra.want = end, end // running goroutines stop
@@ -36,8 +48,11 @@ func (r *Reader) readAhead(start, end int64) {
 	}
 	r.lastEnd = max(r.lastEnd, end)
 	r.ra.ahead = max(r.ra.ahead, start)
-	r.ra.want = max(r.ra.want, min(r.size, r.lastEnd+readAheadBytes))
+	r.ra.want = max(r.ra.want, min(r.size, r.lastEnd+window))
 	for r.ra.running < r.s.workers && r.ra.ahead < r.ra.want {
+		if r.ra.running == 0 {
+			readingAhead.Add(1)
+		}
 		r.ra.running++
 		go r.rebuildAhead()
 	}
@@ -71,5 +86,8 @@ func (r *Reader) nextAhead() (meta.Chunk, bool) {
 		}
 	}
 	r.ra.running--
+	if r.ra.running == 0 {
+		readingAhead.Add(-1)
+	}
 	return meta.Chunk{}, false
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/policy"
@@ -133,5 +134,48 @@ func TestConcurrentOutOfOrderReads(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("depth %d: read back differs", i)
 		}
+	}
+}
+
+// Streaming readers share one read-ahead budget, and a reader whose window
+// is done gives its share back.
+func TestReadersShareReadAhead(t *testing.T) {
+	ds, files, ids := deepSeries(t, 3)
+	defer ds.Close()
+	before := readingAhead.Load()
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		r, err := ds.OpenVersion(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got := make([]byte, len(files[i]))
+			for off := 0; off < len(got); off += 128 << 10 {
+				if _, err := r.ReadAt(got[off:min(len(got), off+128<<10)], int64(off)); err != nil && err != io.EOF {
+					t.Error(err)
+					return
+				}
+				if n := readingAhead.Load() - before; n > int64(len(ids)) || readAheadWindow() < readAheadBytes/int64(len(ids)) {
+					t.Errorf("%d readers reading ahead, window %d", n, readAheadWindow())
+				}
+			}
+			if !bytes.Equal(got, files[i]) {
+				t.Errorf("depth %d: read back differs", i)
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for readingAhead.Load() != before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d readers still counted as reading ahead after all reads", readingAhead.Load()-before)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if readAheadWindow() != readAheadBytes {
+		t.Fatalf("window %d with no reader, want %d", readAheadWindow(), readAheadBytes)
 	}
 }
