@@ -44,3 +44,21 @@ func readsDoc(w *docWriter, r *Reads) {
 	w.line("")
 	w.cmd("bin/ckptfs replay --json --quiet --snap-dis auto --max-depth K .cache/series/SET/ckpt-*.pt")
 }
+
+// readGoal is issue 17's bound on a cold read out of the mount ÷ plain.
+const readGoal = 1.5
+
+func readsHeadline(w *docWriter, r *Reads) {
+	ratio := func(op string) string {
+		if a := r.Ops[op]; a != nil {
+			return f2(a.Ratio) + "×"
+		}
+		return "-"
+	}
+	met := true
+	for _, op := range []string{"load", "load_mmap", "safe_open", "cp_out"} {
+		met = met && r.Ops[op] != nil && r.Ops[op].Ratio <= readGoal
+	}
+	w.f("- **Cold reads** (%s checkpoint at chain depth %d, the deepest the default policy made; mount ÷ plain directory, medians of %d): torch.load %s, torch.load(mmap=True) %s, safe_open of every tensor %s, cp out %s (goal ≤ %.1f×: %s; decoding is the bound, see [READS.md](READS.md)); cp out of the save just written %s.\n",
+		mibs(r.CheckpointBytes), r.Deepest, len(r.Ops["cp_out"].Mount), ratio("load"), ratio("load_mmap"), ratio("safe_open"), ratio("cp_out"), readGoal, verdict(met), ratio("verify"))
+}

@@ -71,6 +71,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "render" {
+		if err := serveRender(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "benchrun render:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "benchrun:", err)
 		os.Exit(1)
