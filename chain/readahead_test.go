@@ -17,7 +17,7 @@ import (
 // deepSeries saves n versions of a 2 MiB .npy checkpoint under names of one
 // family, progressive, so that version k is at depth k, and returns the
 // store, the files' contents and their versions.
-func deepSeries(t *testing.T, n int) (*DirStore, [][]byte, []meta.VersionID) {
+func deepSeries(t testing.TB, n int) (*DirStore, [][]byte, []meta.VersionID) {
 	t.Helper()
 	p := policy.Default()
 	p.SnapDis = n + 1
