@@ -81,7 +81,7 @@ type Policy struct {
 // DefaultMaxDepth bounds a cold read to 4 decodes per chunk. Measured on
 // the training series (docs/READS.md): depths 4 and 5 saved no write volume
 // on fp32+Adam and 1.4 and 2.8 points of the plain volume on SGD and bf16,
-// and read 40-45% slower than depth 3.
+// and read 21% and 51% slower than depth 3.
 const DefaultMaxDepth = 3
 
 // Default is what `ckptfs mount` uses without flags.

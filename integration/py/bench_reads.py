@@ -7,8 +7,9 @@ classifier with Adam, 119 MiB per save with the defaults), saved --saves
 times into both directories: as torch.save files (MOUNT/ckpt-N.pt) and as
 safetensors files of the same tensors (MOUNT/st/model-N.safetensors), so
 that the mount codes save k as a delta at the depth its policy gives it.
-Every pair is checked byte for byte. Then, per repetition (--reps), the
-order of mount and plain alternating, each read is cold (the file, and for
+Every pair is checked byte for byte, and the deepest pair tensor by tensor
+through mappings (torch.load(mmap=True), safe_open). Then, per repetition
+(--reps), the order of mount and plain alternating, each read is cold (the file, and for
 the mount every file of --store, written back and dropped from the page
 cache) and timed on the deepest save (the last of those with the largest
 chain depth; not the family's newest, which the store may keep decoded as
@@ -143,6 +144,25 @@ def main():
             subprocess.run(["cp", pt(root, names[-1] if op == "verify" else last), dst], check=True)
             os.remove(dst)
 
+    def mmap_identical():
+        """Every tensor read through mappings of the mount (cold) equals the
+        plain file's: safe_open, and torch.load(mmap=True)."""
+        for side in ("mount", "plain"):
+            cold(side, pt(a.mount if side == "mount" else a.plain, deep))
+        m = torch.load(pt(a.mount, deep), mmap=True, weights_only=False)
+        p = torch.load(pt(a.plain, deep), mmap=True, weights_only=False)
+        same = all(torch.equal(m["model"][k], p["model"][k]) for k in p["model"])
+        for i, st_p in p["optimizer"]["state"].items():
+            same = same and all(torch.equal(m["optimizer"]["state"][i][k], v) for k, v in st_p.items() if torch.is_tensor(v))
+        if a.no_safetensors:
+            return same
+        cold("mount", st(a.mount, sdeep))
+        with safe_open(st(a.mount, sdeep), framework="pt") as fm, safe_open(st(a.plain, sdeep), framework="pt") as fp:
+            same = same and sorted(fm.keys()) == sorted(fp.keys())
+            same = same and all(torch.equal(fm.get_tensor(k), fp.get_tensor(k)) for k in fp.keys())
+        return same
+
+    identical = identical and mmap_identical()
     ops = [op for op in a.ops.split(",") if op]
     times = {op: {"mount": [], "plain": []} for op in ops}
     for r in range(a.reps):
