@@ -23,16 +23,24 @@ func readAheadWindow() int64 {
 	return readAheadBytes / max(1, readingAhead.Load())
 }
 
+// readAheadStart is the first window of a stream. Each read that streams
+// doubles the window up to the reader's share of readAheadBytes, as the
+// kernel's read-ahead grows: a program that reads a file's header and
+// stops (a listing, safe_open before it maps the tensors it wants) costs
+// one chunk's rebuild ahead, not a window's.
+const readAheadStart = 256 << 10
+
 // readAheadState is a Reader's read-ahead, under Reader.mu.
 type readAheadState struct {
 	ahead   int64 // end of the chunks started
 	want    int64 // rebuild chunks that start below this
+	window  int64 // how far past the furthest read; 0 until reads stream
 	running int   // goroutines rebuilding
 }
 
 // readAhead notes a read of [start, end) before it is served and, when
-// reads stream, starts rebuilding the chunks from start to its window past
-// the furthest read, so the chunks of this read after its first one
+// reads stream, widens the window and starts rebuilding the chunks from
+// start to the window past the furthest read, so the chunks of this read after its first one
 // and those of the reads to come rebuild in parallel. The kernel sends the
 // requests of its read-ahead window concurrently and so out of order: a
 // read that starts within a window of the furthest one still streams.
@@ -40,15 +48,15 @@ func (r *Reader) readAhead(start, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	streaming := start >= r.lastEnd-readAheadBytes && start <= r.lastEnd+readAheadBytes
-	window := readAheadWindow()
 	if !streaming {
 		r.lastEnd = end
-		r.ra.ahead, r.ra.want = end, end // running goroutines stop
+		r.ra.ahead, r.ra.want, r.ra.window = end, end, 0 // running goroutines stop
 		return
 	}
+	r.ra.window = min(readAheadWindow(), max(2*r.ra.window, 2*(end-start), readAheadStart))
 	r.lastEnd = max(r.lastEnd, end)
 	r.ra.ahead = max(r.ra.ahead, start)
-	r.ra.want = max(r.ra.want, min(r.size, r.lastEnd+window))
+	r.ra.want = max(r.ra.want, min(r.size, r.lastEnd+r.ra.window))
 	for r.ra.running < r.s.workers && r.ra.ahead < r.ra.want {
 		if r.ra.running == 0 {
 			readingAhead.Add(1)

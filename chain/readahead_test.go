@@ -179,3 +179,34 @@ func TestReadersShareReadAhead(t *testing.T) {
 		t.Fatalf("window %d with no reader, want %d", readAheadWindow(), readAheadBytes)
 	}
 }
+
+// A read of a file's first bytes (a header) rebuilds its chunk and at most
+// the next, not a whole window.
+func TestHeaderReadRebuildsLittle(t *testing.T) {
+	ds, _, ids := deepSeries(t, 5)
+	defer ds.Close()
+	ds.DropCaches()
+	r, err := ds.OpenVersion(ids[3]) // not the newest: not in the tier
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadAt(make([]byte, 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		running := r.ra.running
+		r.mu.Unlock()
+		if running == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("read-ahead still running")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, misses, _ := ds.cache.Stats(); misses > 3 {
+		t.Fatalf("a 4 KiB read at 0 rebuilt %d chunks", misses)
+	}
+}
