@@ -16,8 +16,9 @@ import (
 // memory stays bounded for files of any size.
 const windowChunks = 256
 
-// Reader reads one version. Sequential reads rebuild the next chunk while
-// the current one is served (the paper's two buffers, Fig. 11); random reads
+// Reader reads one version. Sequential reads rebuild the chunks ahead of
+// the reader in parallel while the current one is served (the paper's two
+// buffers, Fig. 11, widened to a window; readahead.go); random reads
 // rebuild only the chunks they touch. Readers of one version share rebuilt
 // chunks through the store's cache. A read that covers the whole file from
 // its start verifies the file checksum. Safe for concurrent use.
@@ -32,7 +33,7 @@ type Reader struct {
 	crc     uint32 // over [0, crcOff) when reads came in order
 	crcOff  int64
 	lastEnd int64
-	ahead   int64 // end of the chunks already prefetched
+	ra      readAheadState
 }
 
 // OpenVersion opens a committed or pending version for reading.
@@ -72,7 +73,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	start := off
 	n := 0
-	var last meta.Chunk
+	r.readAhead(start, min(r.size, off+int64(len(p))))
 	for n < len(p) && off < r.size {
 		c, err := r.chunkFor(off)
 		if err != nil {
@@ -83,7 +84,6 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 			clear(p[n : n+k])
 			n += k
 			off += int64(k)
-			last = c
 			continue
 		}
 		// The newest version of a family is usually in the reference
@@ -92,7 +92,6 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		if k, ok := r.s.refs.CopyAt(plaincache.Key{V: r.id, Off: c.Offset}, p[n:], off-c.Offset); ok {
 			n += k
 			off += int64(k)
-			last = c
 			continue
 		}
 		plain, err := r.s.chunkPlain(r.id, c.Offset)
@@ -103,12 +102,10 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		k := copy(p[n:], plain[off-c.Offset:])
 		n += k
 		off += int64(k)
-		last = c
 	}
 	if err := r.account(p[:n], start); err != nil {
 		return n, err
 	}
-	r.readAhead(start, off, last)
 	if n < len(p) {
 		return n, io.EOF
 	}
@@ -157,39 +154,6 @@ func (r *Reader) skipZeros(off int64) (int64, error) {
 	return end, r.checkWhole()
 }
 
-// readAhead starts rebuilding the next chunks when reads are sequential,
-// so they are ready when asked for: up to one per worker in flight, which
-// is the paper's two buffers (Fig. 11) generalised to the cores there are.
-func (r *Reader) readAhead(start, end int64, last meta.Chunk) {
-	r.mu.Lock()
-	sequential := start == r.lastEnd
-	r.lastEnd = end
-	if !sequential {
-		r.mu.Unlock()
-		return
-	}
-	r.mu.Unlock()
-	// The window is the workers chunks after the last one read; start
-	// only those not started yet.
-	from := last.End()
-	for i := 0; i < r.s.workers && from < r.size; i++ {
-		c, err := r.chunkFor(from)
-		if err != nil {
-			return
-		}
-		from = c.End()
-		r.mu.Lock()
-		started := c.End() <= r.ahead
-		if !started {
-			r.ahead = c.End()
-		}
-		r.mu.Unlock()
-		if !started && !c.Zeros() && !r.s.refs.Has(plaincache.Key{V: r.id, Off: c.Offset}) {
-			go func() { _, _ = r.s.chunkPlain(r.id, c.Offset) }()
-		}
-	}
-}
-
 // zerosEnd returns the end of the chunk of zeros holding off, or off if the
 // chunk holding it has content (or off is past the end).
 func (r *Reader) zerosEnd(off int64) (int64, error) {
@@ -225,6 +189,10 @@ func (r *Reader) SeekExtent(off int64, data bool) (int64, error) {
 func (r *Reader) chunkFor(off int64) (meta.Chunk, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.chunkForLocked(off)
+}
+
+func (r *Reader) chunkForLocked(off int64) (meta.Chunk, error) {
 	if c, ok := findChunk(r.win, off); ok {
 		return c, nil
 	}

@@ -22,35 +22,95 @@ func (s *Store) chunkPlain(id meta.VersionID, off int64) ([]byte, error) {
 }
 
 // rebuild decodes one chunk: its encoded bytes from the device, plus, for a
-// delta, the reference chunk's plain bytes (rebuilt the same way).
+// delta, the reference chunk's plain bytes, rebuilt the same way down to a
+// baseline. The chain is walked first and decoded bottom up in recycled
+// buffers: only the chunk asked for reaches the cache, so a read of a
+// version at depth d does not fill the cache with d chunks nobody will ask
+// for again, evicting the chunks read-ahead rebuilt for the reader.
 func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
-	lay, c, err := s.chunkRecord(id, off)
+	links, err := s.chainOf(id, off)
 	if err != nil {
 		return nil, err
 	}
+	var ref []byte
+	for i := len(links) - 1; i >= 0; i-- {
+		var dst []byte
+		if i == 0 {
+			dst = make([]byte, 0, links[i].c.Length) // cached, shared: never recycled
+		} else {
+			dst = bufpool.Get(int(links[i].c.Length))[:0]
+		}
+		plain, err := s.decodeLink(links[i], ref, dst)
+		if ref != nil {
+			bufpool.Put(ref)
+		}
+		if err != nil {
+			if i > 0 {
+				bufpool.Put(dst)
+			}
+			return nil, err
+		}
+		ref = plain
+	}
+	return ref, nil
+}
+
+// link is one chunk of a delta chain.
+type link struct {
+	id  meta.VersionID
+	off int64
+	lay versionLayout
+	c   meta.Chunk
+}
+
+// maxChain bounds the chain a rebuild walks, so that damaged records that
+// form a cycle end in an error, not a hang. Policies keep chains far
+// shorter (policy.Policy.MaxDepth, snap_dis).
+const maxChain = 1 << 12
+
+// chainOf returns the chunk at off of version id, then its reference chunk,
+// and so on down to a baseline or a chunk of zeros.
+func (s *Store) chainOf(id meta.VersionID, off int64) ([]link, error) {
+	var links []link
+	for {
+		lay, c, err := s.chunkRecord(id, off)
+		if err != nil {
+			return nil, err
+		}
+		links = append(links, link{id: id, off: off, lay: lay, c: c})
+		if c.Zeros() || !c.Delta {
+			return links, nil
+		}
+		if lay.ref == 0 {
+			return nil, fmt.Errorf("version %d chunk at %d: delta without a reference: %w", id, off, errCorruptManifest)
+		}
+		if len(links) >= maxChain {
+			return nil, fmt.Errorf("version %d chunk at %d: chain deeper than %d: %w", id, off, maxChain, errCorruptManifest)
+		}
+		id, off = lay.ref, c.RefOffset
+	}
+}
+
+// decodeLink decodes one chunk of a chain into dst, against ref, the plain
+// bytes of its reference chunk (nil for a baseline).
+func (s *Store) decodeLink(l link, ref, dst []byte) ([]byte, error) {
+	id, off, c := l.id, l.off, l.c
 	if c.Zeros() {
 		// A chunk of zeros is rebuilt only as a reference, and so has
 		// the size of a tensor chunk; a hole's chunk never is one.
 		if c.Delta || c.Length > maxZeroRebuild {
 			return nil, fmt.Errorf("version %d chunk at %d: %d bytes of zeros as a reference: %w", id, off, c.Length, errCorruptManifest)
 		}
-		return make([]byte, c.Length), nil
+		dst = dst[:c.Length]
+		clear(dst)
+		return dst, nil
 	}
-	enc, err := s.readPack(lay.pack, c.PackOff, c.EncLen)
+	enc, err := s.readPack(l.lay.pack, c.PackOff, c.EncLen)
 	if err != nil {
 		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
 	}
 	defer bufpool.Put(enc)
-	var ref []byte
-	if c.Delta {
-		if lay.ref == 0 {
-			return nil, fmt.Errorf("version %d chunk at %d: delta without a reference: %w", id, off, errCorruptManifest)
-		}
-		if ref, err = s.chunkPlain(lay.ref, c.RefOffset); err != nil {
-			return nil, err
-		}
-	}
-	plain, err := encode.Decode(make([]byte, 0, c.Length), enc, ref)
+	plain, err := encode.Decode(dst, enc, ref)
 	if err != nil {
 		if errors.Is(err, encode.ErrChecksum) || errors.Is(err, encode.ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", ErrChecksum, err)

@@ -7,6 +7,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/sirupsen/logrus"
 )
 
 // MountOptions are the user-settable mount options.
@@ -23,6 +24,10 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 	o := &gofs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NullPermissions: true}
 	o.MaxWrite = 1 << 20
 	o.MaxReadAhead = 1 << 20
+	// Reads answer with bytes in memory, never a file descriptor: trying
+	// to splice them costs a pipe round trip per read, and fails (and
+	// logs) for 1 MiB reads, which outgrow the largest pipe.
+	o.DisableSplice = true
 	o.FsName = "ckptfs"
 	o.Name = "ckptfs"
 	o.Options = []string{"default_permissions"}
@@ -35,6 +40,15 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 	server, err := gofs.Mount(mountpoint, f.Root(), o)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	// MaxReadAhead above cannot raise the kernel's 128 KiB; the backing
+	// device's setting can, for root.
+	if o.DirectMount {
+		if kib, err := SetReadAhead(mountpoint, ReadAheadKiB); err != nil {
+			logrus.WithError(err).Warn("kernel read-ahead left at its default")
+		} else {
+			logrus.Debugf("kernel read-ahead of %s: %d KiB", mountpoint, kib)
+		}
 	}
 	return server, nil
 }

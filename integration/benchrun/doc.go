@@ -46,6 +46,9 @@ func renderDoc(r *Results) string {
 	if r.Scale != nil {
 		scaleDoc(&w, r.Scale)
 	}
+	if r.Reads != nil {
+		readsDoc(&w, r.Reads)
+	}
 	if r.SaveStall != nil {
 		saveStallDoc(&w, r.SaveStall, r.TorchIO)
 	}
@@ -170,6 +173,9 @@ func headline(w *docWriter, r *Results) {
 		c, l, p := q.Targets["ckptfs"], q.Targets["loopback"], q.Targets["plain"]
 		w.f("- **Sequential I/O** (%s file, MB/s): write %.0f through ckptfs, %.0f through a go-fuse loopback, %.0f plain; cold read %.0f, %.0f, %.0f.\n",
 			mibs(q.FileBytes), c.WriteMBs, l.WriteMBs, p.WriteMBs, c.ReadMBs, l.ReadMBs, p.ReadMBs)
+	}
+	if r.Reads != nil && r.Reads.Ops["cp_out"] != nil {
+		readsHeadline(w, r.Reads)
 	}
 	if t := r.Training; t != nil {
 		w.f("- **Training slowdown**: a real training checkpointing %s every %d steps took %s longer into the mount than into a plain directory (medians %.1f s against %.1f s; %.2f s more per checkpoint).\n",

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	ckfs "github.com/ckptfs/ckptfs/fs"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 )
 
@@ -36,6 +37,13 @@ func serveLoopback(args []string) error {
 	server, err := gofs.Mount(args[1], root, o)
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", args[1], err)
+	}
+	if o.DirectMount {
+		// The same kernel read-ahead as a ckptfs mount (fs.Mount).
+		if _, err := ckfs.SetReadAhead(args[1], ckfs.ReadAheadKiB); err != nil {
+			server.Unmount()
+			return err
+		}
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

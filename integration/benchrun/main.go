@@ -40,6 +40,7 @@ var sections = []section{
 	{"seqio", runSeqIOSection},
 	{"training", runTrainingSection},
 	{"scale", runScaleSection},
+	{"reads", runReadsSection},
 	{"savestall", runSaveStallSection},
 }
 
@@ -67,6 +68,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "peakrss" {
 		if err := servePeakRSS(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "benchrun peakrss:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "render" {
+		if err := serveRender(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "benchrun render:", err)
 			os.Exit(1)
 		}
 		return

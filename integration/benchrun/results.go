@@ -18,6 +18,7 @@ type Results struct {
 	SeqIO      *SeqIO         `json:"sequential_io,omitempty"`
 	Training   *Training      `json:"training,omitempty"`
 	Scale      *Scale         `json:"scale,omitempty"`
+	Reads      *Reads         `json:"reads,omitempty"`
 	SaveStall  *SaveStall     `json:"save_stall,omitempty"`
 }
 
@@ -276,4 +277,38 @@ type ReplayRSS struct {
 	RSS       []int64   `json:"max_rss_bytes_samples"`
 	MaxRSS    int64     `json:"max_rss_bytes"`
 	Ratio     float64   `json:"written_volume_ratio"`
+}
+
+// Reads are cold reads out of the mount beside a plain directory.
+type Reads struct {
+	Command            string              `json:"command"`
+	DepthCommand       string              `json:"depth_command"`
+	Python             string              `json:"python"`
+	ReadAheadKiB       int                 `json:"kernel_read_ahead_kib"`
+	CheckpointBytes    int64               `json:"checkpoint_bytes"`
+	SafetensorsBytes   int64               `json:"safetensors_bytes"`
+	Deepest            int                 `json:"deepest_chain_depth"` // of the .pt files the ops read
+	DeepestSafetensors int                 `json:"deepest_chain_depth_safetensors"`
+	Identical          bool                `json:"identical"`
+	Ops                map[string]*ABTimes `json:"ops"` // load, load_mmap, safe_open, cp_out, verify
+	Depth              []DepthRead         `json:"depth"`
+	WriteCost          []DepthCost         `json:"write_cost"`
+	DaemonHWM          int64               `json:"daemon_peak_rss_bytes"`
+}
+
+// DepthRead is cp out of a save at one chain depth, beside a plain copy.
+type DepthRead struct {
+	Depth  int  `json:"chain_depth"`
+	Newest bool `json:"newest"` // the family's newest: in the reference tier
+	*ABTimes
+}
+
+// DepthCost is a training series replayed under one --max-depth (0: every
+// save a baseline, --snap-dis 1): write volume against decodes per chunk.
+type DepthCost struct {
+	Series             string  `json:"series"`
+	MaxDepth           int     `json:"max_depth"`
+	WrittenVolumeRatio float64 `json:"written_volume_ratio"`
+	MeanDecodes        float64 `json:"mean_decodes_per_chunk"` // over the saves: chain depth + 1
+	MaxDecodes         int     `json:"max_decodes_per_chunk"`
 }
