@@ -20,6 +20,9 @@ import (
 var ckptfsBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(peakRSSEnv) != "" {
+		os.Exit(servePeakRSS(os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "ckptfs-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -464,7 +464,9 @@ func TestRemotePushPull(t *testing.T) {
 		t.Error("pull into an existing store succeeded")
 	}
 	a.start()
-	b := &mount{t: t, dir: filepath.Join(base, "mnt"), store: pulled}
+	// Four saves make a chain of depth 3, the default bound: the next
+	// save may go one deeper, so that it shows whether the chain came.
+	b := &mount{t: t, dir: filepath.Join(base, "mnt"), store: pulled, args: []string{"--max-depth", "5"}}
 	os.Mkdir(b.dir, 0o755)
 	b.start()
 	t.Cleanup(b.stop)
