@@ -46,6 +46,9 @@ func renderDoc(r *Results) string {
 	if r.Scale != nil {
 		scaleDoc(&w, r.Scale)
 	}
+	if r.Peers != nil {
+		peersDoc(&w, r.Peers)
+	}
 	return w.String()
 }
 

@@ -40,6 +40,7 @@ var sections = []section{
 	{"seqio", runSeqIOSection},
 	{"training", runTrainingSection},
 	{"scale", runScaleSection},
+	{"peers", runPeerSection},
 }
 
 // bench is the run's configuration and its results so far.
