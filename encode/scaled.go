@@ -1,0 +1,170 @@
+package encode
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// The `scaled` codec is planes against a predicted reference: the reference
+// chunk multiplied by one float32 factor. Adam's second moment decays by
+// beta2 per step (0.999^128 = 0.88 between two saves 128 steps apart), so
+// most of exp_avg_sq is its reference scaled by one number; planes' SUB
+// against the unscaled reference pays for that shift in every element.
+// The factor is estimated from the chunk itself (the median ratio of a
+// sample), so the codec needs to know neither the role nor the optimizer.
+//
+// Payload: a predictor byte, then
+//
+//	0: a planes payload (against the reference as given, or a baseline)
+//	1: float32 factor f (LE; finite, > 0, not 1), then a planes payload
+//	   coded against ref' (float32 chunks with a reference only), where
+//	   ref'[i] = float32(ref[i]) * f for each finite element and ref[i]
+//	   itself for NaN and ±Inf (whose payload bits a multiply would not
+//	   keep the same on every machine); the tail bytes are copied.
+const (
+	predNone  = 0
+	predScale = 1
+)
+
+// scaleSample is how many elements the factor and the choice look at.
+const scaleSample = 4096
+
+// scaleGain is the mean saving, in bits of the SUB delta per sampled
+// element, that the scaled reference must show to be used: below it the
+// choice is noise and a chunk would pay 5 bytes and a scaling pass for
+// nothing.
+const scaleGain = 0.5
+
+func (cd *Coder) encodeScaled(dst []byte, dt DType, plain, ref []byte) ([]byte, bool, error) {
+	if dt == Float32 && ref != nil {
+		if f, ok := chooseScale(plain, ref); ok {
+			cd.scaled = scaleRef(grow(cd.scaled, len(ref)), ref, f)
+			dst = append(dst, predScale)
+			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
+			return cd.encodePlanes(dst, dt, plain, cd.scaled)
+		}
+	}
+	return cd.encodePlanes(append(dst, predNone), dt, plain, ref)
+}
+
+func (cd *Coder) decodeScaled(out []byte, dt DType, payload, ref []byte) error {
+	if len(payload) < 1 {
+		return fmt.Errorf("%w: scaled payload empty", ErrCorrupt)
+	}
+	switch payload[0] {
+	case predNone:
+		return cd.decodePlanes(out, dt, payload[1:], ref)
+	case predScale:
+		if dt != Float32 || ref == nil || len(payload) < 5 {
+			return fmt.Errorf("%w: scaled record without a float32 reference", ErrCorrupt)
+		}
+		f := math.Float32frombits(binary.LittleEndian.Uint32(payload[1:]))
+		if !validScale(f) {
+			return fmt.Errorf("%w: scale factor %g", ErrCorrupt, f)
+		}
+		cd.scaled = scaleRef(grow(cd.scaled, len(ref)), ref, f)
+		return cd.decodePlanes(out, dt, payload[5:], cd.scaled)
+	}
+	return fmt.Errorf("%w: scaled predictor %d", ErrCorrupt, payload[0])
+}
+
+func validScale(f float32) bool {
+	return f > 0 && f != 1 && !math.IsInf(float64(f), 0) && !math.IsNaN(float64(f))
+}
+
+// scaleRef writes ref scaled by f into dst (len(ref) bytes).
+func scaleRef(dst, ref []byte, f float32) []byte {
+	n := len(ref) / 4
+	for i := range n {
+		u := binary.LittleEndian.Uint32(ref[4*i:])
+		if u&0x7f800000 != 0x7f800000 { // finite
+			u = math.Float32bits(math.Float32frombits(u) * f)
+		}
+		binary.LittleEndian.PutUint32(dst[4*i:], u)
+	}
+	copy(dst[4*n:], ref[4*n:])
+	return dst
+}
+
+// chooseScale estimates the factor from a sample of the ratios plain/ref
+// (elements where both are positive and finite): their median, and the
+// centre of their densest window, which finds the elements that only
+// decayed when many others were renewed by new gradients (those pull the
+// median up). The candidate with the shorter SUB deltas on the sample is
+// kept when it beats the unscaled reference by scaleGain bits per element.
+func chooseScale(plain, ref []byte) (float32, bool) {
+	n := len(plain) / 4
+	step := max(1, n/scaleSample)
+	ratios := make([]float64, 0, scaleSample+1)
+	for i := 0; i < n; i += step {
+		u := math.Float32frombits(binary.LittleEndian.Uint32(plain[4*i:]))
+		r := math.Float32frombits(binary.LittleEndian.Uint32(ref[4*i:]))
+		if u > 0 && r > 0 && u <= math.MaxFloat32 && r <= math.MaxFloat32 {
+			ratios = append(ratios, float64(u)/float64(r))
+		}
+	}
+	if len(ratios) < 64 {
+		return 1, false
+	}
+	slices.Sort(ratios)
+	best, bestBits := float32(1), sampleSubBits(plain, ref, n, step, 1)
+	plainBits := bestBits
+	for _, c := range append(densest(ratios), ratios[len(ratios)/2]) {
+		f := float32(c)
+		if !validScale(f) {
+			continue
+		}
+		if b := sampleSubBits(plain, ref, n, step, f); b < bestBits {
+			best, bestBits = f, b
+		}
+	}
+	samples := (n + step - 1) / step
+	return best, best != 1 && float64(plainBits-bestBits) >= scaleGain*float64(samples)
+}
+
+// densest returns the centres of the narrowest windows of the sorted
+// ratios holding 1/8, 1/16, 1/32 and 1/64 of them.
+func densest(sorted []float64) []float64 {
+	var out []float64
+	for _, div := range []int{8, 16, 32, 64} {
+		win := len(sorted) / div
+		lo := 0
+		for i := 1; i+win < len(sorted); i++ {
+			if sorted[i+win]-sorted[i] < sorted[lo+win]-sorted[lo] {
+				lo = i
+			}
+		}
+		out = append(out, sorted[lo+win/2])
+	}
+	return out
+}
+
+// sampleSubBits is the summed bit length of the SUB deltas of every step-th
+// element against the reference scaled by f.
+func sampleSubBits(plain, ref []byte, n, step int, f float32) int {
+	total := 0
+	for i := 0; i < n; i += step {
+		u := binary.LittleEndian.Uint32(plain[4*i:])
+		r := binary.LittleEndian.Uint32(ref[4*i:])
+		if f != 1 && r&0x7f800000 != 0x7f800000 {
+			r = math.Float32bits(math.Float32frombits(r) * f)
+		}
+		total += subLen32(u, r)
+	}
+	return total
+}
+
+// subLen32 is the bit length of planes' SUB delta of u against r.
+func subLen32(u, r uint32) int {
+	m := func(x uint32) uint32 {
+		if x>>31 != 0 {
+			return ^x
+		}
+		return x ^ 0x80000000
+	}
+	d := int32(m(u) - m(r))
+	return bits.Len32(uint32(d<<1) ^ uint32(d>>31))
+}
