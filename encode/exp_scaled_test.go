@@ -34,8 +34,8 @@ func TestScaledExperiment(t *testing.T) {
 				used++
 			}
 			o := len(a)
-			if f, ok := chooseScale(p.plain, p.ref); f != 1 || ok {
-				sr := scaleRef(make([]byte, len(p.ref)), p.ref, f)
+			if f, ok := chooseScale(s.DType, p.plain, p.ref); f != 1 || ok {
+				sr := scaleRef(s.DType, make([]byte, len(p.ref)), p.ref, f)
 				c, err := cd.Encode(nil, Planes, Float32, p.plain, sr)
 				if err != nil {
 					t.Fatal(err)
@@ -44,7 +44,7 @@ func TestScaledExperiment(t *testing.T) {
 			}
 			x := len(b)
 			if b[headerLen] == predScale {
-				c, err := cd.Encode(nil, Planes, Float32, p.plain, scaleRef(make([]byte, len(p.ref)), p.ref, fExact))
+				c, err := cd.Encode(nil, Planes, Float32, p.plain, scaleRef(s.DType, make([]byte, len(p.ref)), p.ref, fExact))
 				if err != nil {
 					t.Fatal(err)
 				}

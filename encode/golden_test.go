@@ -87,35 +87,40 @@ func appendGolden(name string) bool {
 }
 
 // goldenScaled covers the scaled codec's scaled-reference record: a decaying
-// float32 pair (its inputs stored beside it).
+// float32 pair and its bfloat16 halves (inputs stored beside the chunks).
 func goldenScaled(t *testing.T, dir string) {
-	name := filepath.Join(dir, "scaled-float32-predscale.chunk")
-	plainName, refName := filepath.Join(dir, "scaled-plain-float32.bin"), filepath.Join(dir, "scaled-ref-float32.bin")
-	if appendGolden(name) {
-		plain, ref := decayPair(21, 2000, 0.88)
-		enc, err := Encode(nil, Scaled, Float32, plain, ref)
-		if err != nil || enc[headerLen] != predScale {
-			t.Fatalf("%s: scaled record not taken (%v)", name, err)
+	p32, r32 := decayPair(21, 2000, 0.88)
+	for _, c := range []struct {
+		dt         DType
+		plain, ref []byte
+	}{{Float32, p32, r32}, {BFloat16, toBF16(p32), toBF16(r32)}} {
+		name := filepath.Join(dir, fmt.Sprintf("scaled-%s-predscale.chunk", c.dt))
+		plainName, refName := filepath.Join(dir, fmt.Sprintf("scaled-plain-%s.bin", c.dt)), filepath.Join(dir, fmt.Sprintf("scaled-ref-%s.bin", c.dt))
+		if appendGolden(name) {
+			enc, err := Encode(nil, Scaled, c.dt, c.plain, c.ref)
+			if err != nil || enc[headerLen] != predScale {
+				t.Fatalf("%s: scaled record not taken (%v)", name, err)
+			}
+			for f, b := range map[string][]byte{name: enc, plainName: c.plain, refName: c.ref} {
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-		for f, b := range map[string][]byte{name: enc, plainName: plain, refName: ref} {
-			if err := os.WriteFile(f, b, 0o644); err != nil {
+		var bufs [3][]byte
+		for i, f := range []string{name, plainName, refName} {
+			var err error
+			if bufs[i], err = os.ReadFile(f); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
-	var bufs [3][]byte
-	for i, f := range []string{name, plainName, refName} {
-		var err error
-		if bufs[i], err = os.ReadFile(f); err != nil {
-			t.Fatal(err)
+		if bufs[0][headerLen] != predScale {
+			t.Errorf("%s: not a scaled-reference record", name)
 		}
-	}
-	if bufs[0][headerLen] != predScale {
-		t.Errorf("%s: not a scaled-reference record", name)
-	}
-	out, err := Decode(nil, bufs[0], bufs[2])
-	if err != nil || !bytes.Equal(out, bufs[1]) {
-		t.Errorf("%s: golden chunk no longer decodes: %v", name, err)
+		out, err := Decode(nil, bufs[0], bufs[2])
+		if err != nil || !bytes.Equal(out, bufs[1]) {
+			t.Errorf("%s: golden chunk no longer decodes: %v", name, err)
+		}
 	}
 }
 

@@ -39,9 +39,9 @@ const scaleSample = 4096
 const scaleGain = 0.5
 
 func (cd *Coder) encodeScaled(dst []byte, dt DType, plain, ref []byte) ([]byte, bool, error) {
-	if dt == Float32 && ref != nil {
-		if f, ok := chooseScale(plain, ref); ok {
-			cd.scaled = scaleRef(grow(cd.scaled, len(ref)), ref, f)
+	if scalable(dt) && ref != nil {
+		if f, ok := chooseScale(dt, plain, ref); ok {
+			cd.scaled = scaleRef(dt, grow(cd.scaled, len(ref)), ref, f)
 			dst = append(dst, predScale)
 			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
 			return cd.encodePlanes(dst, dt, plain, cd.scaled)
@@ -58,50 +58,85 @@ func (cd *Coder) decodeScaled(out []byte, dt DType, payload, ref []byte) error {
 	case predNone:
 		return cd.decodePlanes(out, dt, payload[1:], ref)
 	case predScale:
-		if dt != Float32 || ref == nil || len(payload) < 5 {
-			return fmt.Errorf("%w: scaled record without a float32 reference", ErrCorrupt)
+		if !scalable(dt) || ref == nil || len(payload) < 5 {
+			return fmt.Errorf("%w: scaled record without a float32 or bfloat16 reference", ErrCorrupt)
 		}
 		f := math.Float32frombits(binary.LittleEndian.Uint32(payload[1:]))
 		if !validScale(f) {
 			return fmt.Errorf("%w: scale factor %g", ErrCorrupt, f)
 		}
-		cd.scaled = scaleRef(grow(cd.scaled, len(ref)), ref, f)
+		cd.scaled = scaleRef(dt, grow(cd.scaled, len(ref)), ref, f)
 		return cd.decodePlanes(out, dt, payload[5:], cd.scaled)
 	}
 	return fmt.Errorf("%w: scaled predictor %d", ErrCorrupt, payload[0])
 }
 
+// scalable: the dtypes whose references are scaled (bfloat16 is float32's
+// top half, so both scale in float32).
+func scalable(dt DType) bool { return dt == Float32 || dt == BFloat16 }
+
 func validScale(f float32) bool {
 	return f > 0 && f != 1 && !math.IsInf(float64(f), 0) && !math.IsNaN(float64(f))
 }
 
-// scaleRef writes ref scaled by f into dst (len(ref) bytes).
-func scaleRef(dst, ref []byte, f float32) []byte {
-	n := len(ref) / 4
-	for i := range n {
-		u := binary.LittleEndian.Uint32(ref[4*i:])
-		if u&0x7f800000 != 0x7f800000 { // finite
-			u = math.Float32bits(math.Float32frombits(u) * f)
-		}
-		binary.LittleEndian.PutUint32(dst[4*i:], u)
+// elem reads element i as float32 bits; put writes float32 bits back,
+// rounding bfloat16 to nearest, ties to even (no NaN reaches it).
+func elem(dt DType, b []byte, i int) uint32 {
+	if dt == BFloat16 {
+		return uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16
 	}
-	copy(dst[4*n:], ref[4*n:])
+	return binary.LittleEndian.Uint32(b[4*i:])
+}
+
+func put(dt DType, b []byte, i int, u uint32) {
+	if dt == BFloat16 {
+		binary.LittleEndian.PutUint16(b[2*i:], uint16((u+0x7fff+(u>>16&1))>>16))
+		return
+	}
+	binary.LittleEndian.PutUint32(b[4*i:], u)
+}
+
+// scaleElem is one element of the scaled reference: NaN and ±Inf stay as
+// they are (a multiply would not keep their payload bits the same on every
+// machine); finite values are multiplied in float32.
+func scaleElem(u uint32, f float32) uint32 {
+	if u&0x7f800000 == 0x7f800000 {
+		return u
+	}
+	return math.Float32bits(math.Float32frombits(u) * f)
+}
+
+// scaleRef writes ref scaled by f into dst (len(ref) bytes); the tail
+// bytes after the last whole element are copied.
+func scaleRef(dt DType, dst, ref []byte, f float32) []byte {
+	w := dt.Width()
+	n := len(ref) / w
+	if dt == Float32 {
+		for i := range n {
+			binary.LittleEndian.PutUint32(dst[4*i:], scaleElem(binary.LittleEndian.Uint32(ref[4*i:]), f))
+		}
+	} else {
+		for i := range n {
+			put(dt, dst, i, scaleElem(elem(dt, ref, i), f))
+		}
+	}
+	copy(dst[w*n:], ref[w*n:])
 	return dst
 }
 
 // chooseScale estimates the factor from a sample of the ratios plain/ref
 // (elements where both are positive and finite): their median, and the
-// centre of their densest window, which finds the elements that only
+// centres of their densest windows, which find the elements that only
 // decayed when many others were renewed by new gradients (those pull the
 // median up). The candidate with the shorter SUB deltas on the sample is
 // kept when it beats the unscaled reference by scaleGain bits per element.
-func chooseScale(plain, ref []byte) (float32, bool) {
-	n := len(plain) / 4
+func chooseScale(dt DType, plain, ref []byte) (float32, bool) {
+	n := len(plain) / dt.Width()
 	step := max(1, n/scaleSample)
 	ratios := make([]float64, 0, scaleSample+1)
 	for i := 0; i < n; i += step {
-		u := math.Float32frombits(binary.LittleEndian.Uint32(plain[4*i:]))
-		r := math.Float32frombits(binary.LittleEndian.Uint32(ref[4*i:]))
+		u := math.Float32frombits(elem(dt, plain, i))
+		r := math.Float32frombits(elem(dt, ref, i))
 		if u > 0 && r > 0 && u <= math.MaxFloat32 && r <= math.MaxFloat32 {
 			ratios = append(ratios, float64(u)/float64(r))
 		}
@@ -110,14 +145,14 @@ func chooseScale(plain, ref []byte) (float32, bool) {
 		return 1, false
 	}
 	slices.Sort(ratios)
-	best, bestBits := float32(1), sampleSubBits(plain, ref, n, step, 1)
+	best, bestBits := float32(1), sampleSubBits(dt, plain, ref, n, step, 1)
 	plainBits := bestBits
 	for _, c := range append(densest(ratios), ratios[len(ratios)/2]) {
 		f := float32(c)
 		if !validScale(f) {
 			continue
 		}
-		if b := sampleSubBits(plain, ref, n, step, f); b < bestBits {
+		if b := sampleSubBits(dt, plain, ref, n, step, f); b < bestBits {
 			best, bestBits = f, b
 		}
 	}
@@ -143,28 +178,30 @@ func densest(sorted []float64) []float64 {
 }
 
 // sampleSubBits is the summed bit length of the SUB deltas of every step-th
-// element against the reference scaled by f.
-func sampleSubBits(plain, ref []byte, n, step int, f float32) int {
+// element against the reference scaled by f, in the dtype's own width.
+func sampleSubBits(dt DType, plain, ref []byte, n, step int, f float32) int {
+	var one [4]byte
 	total := 0
 	for i := 0; i < n; i += step {
-		u := binary.LittleEndian.Uint32(plain[4*i:])
-		r := binary.LittleEndian.Uint32(ref[4*i:])
-		if f != 1 && r&0x7f800000 != 0x7f800000 {
-			r = math.Float32bits(math.Float32frombits(r) * f)
+		u, r := elem(dt, plain, i), elem(dt, ref, i)
+		if f != 1 {
+			put(dt, one[:], 0, scaleElem(r, f))
+			r = elem(dt, one[:], 0)
 		}
-		total += subLen32(u, r)
+		total += subLen(u, r, dt.Width()*8)
 	}
 	return total
 }
 
-// subLen32 is the bit length of planes' SUB delta of u against r.
-func subLen32(u, r uint32) int {
+// subLen is the bit length of planes' SUB delta of u against r, both
+// float32 bits whose top w bits are the element.
+func subLen(u, r uint32, w int) int {
 	m := func(x uint32) uint32 {
 		if x>>31 != 0 {
 			return ^x
 		}
 		return x ^ 0x80000000
 	}
-	d := int32(m(u) - m(r))
+	d := int32(m(u)-m(r)) >> (32 - w)
 	return bits.Len32(uint32(d<<1) ^ uint32(d>>31))
 }

@@ -33,6 +33,43 @@ func decayPair(seed uint64, n int, f float32) (plain, ref []byte) {
 	return plain, ref
 }
 
+// toBF16 keeps the top half of each float32 of decayPair (the tail as is).
+func toBF16(b []byte) []byte {
+	n := len(b) / 4
+	out := make([]byte, 2*n, 2*n+len(b)%4)
+	for i := range n {
+		binary.LittleEndian.PutUint16(out[2*i:], uint16(binary.LittleEndian.Uint32(b[4*i:])>>16))
+	}
+	return append(out, b[4*n:]...)
+}
+
+func TestScaledBFloat16(t *testing.T) {
+	p32, r32 := decayPair(4, 20000, 0.88)
+	plain, ref := toBF16(p32), toBF16(r32)
+	cd := NewCoder()
+	enc, err := cd.Encode(nil, Scaled, BFloat16, plain, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc[headerLen] != predScale {
+		t.Fatalf("predictor %d, want the scaled reference", enc[headerLen])
+	}
+	out, err := cd.Decode(nil, enc, ref)
+	if err != nil || !bytes.Equal(out, plain) {
+		t.Fatalf("round trip: %v", err)
+	}
+	// Rounding to bfloat16 is to nearest, ties to even, and overflows to Inf.
+	var b [2]byte
+	for _, c := range []struct{ in, want uint32 }{
+		{0x3f808000, 0x3f80}, {0x3f818000, 0x3f82}, {0x3f808001, 0x3f81}, {0x7f7fffff, 0x7f80}, {0xbf80ffff, 0xbf81},
+	} {
+		put(BFloat16, b[:], 0, c.in)
+		if got := binary.LittleEndian.Uint16(b[:]); uint32(got) != c.want {
+			t.Errorf("bf16(%08x) = %04x, want %04x", c.in, got, c.want)
+		}
+	}
+}
+
 func TestScaledRoundTrip(t *testing.T) {
 	plain, ref := decayPair(1, 20000, 0.8800)
 	cd := NewCoder()
@@ -61,7 +98,7 @@ func TestScaledRoundTrip(t *testing.T) {
 		ref  []byte
 		p    []byte
 		name string
-	}{{BFloat16, ref, plain, "bf16"}, {Float32, nil, plain, "baseline"}, {Float32, ref, ref, "unchanged"}} {
+	}{{Float64, ref, plain, "float64"}, {Float32, nil, plain, "baseline"}, {Float32, ref, ref, "unchanged"}} {
 		enc, err := cd.Encode(nil, Scaled, c.dt, c.p, c.ref)
 		if err != nil {
 			t.Fatal(err)
@@ -90,7 +127,7 @@ func TestScaledCorrupt(t *testing.T) {
 		"factor NaN":  func(b []byte) { binary.LittleEndian.PutUint32(b[headerLen+1:], 0x7fc00000) },
 		"factor Inf":  func(b []byte) { binary.LittleEndian.PutUint32(b[headerLen+1:], 0x7f800000) },
 		"predictor 2": func(b []byte) { b[headerLen] = 2 },
-		"bfloat16":    func(b []byte) { b[3] = b[3]&^0x0f | byte(BFloat16) },
+		"float64":     func(b []byte) { b[3] = b[3]&^0x0f | byte(Float64) },
 	} {
 		b := append([]byte(nil), enc...)
 		mutate(b)
@@ -124,19 +161,22 @@ func FuzzScaled(f *testing.F) {
 		if len(refBytes) > 1<<16 {
 			return
 		}
+		dt := Float32
+		if flip&0x80 != 0 {
+			dt = BFloat16
+		}
 		ref := refBytes
 		plain := make([]byte, len(ref))
 		copy(plain, ref)
-		for i := 0; i+4 <= len(ref); i += 4 {
-			u := binary.LittleEndian.Uint32(ref[i:])
-			v := math.Float32bits(math.Float32frombits(u) * factor)
-			if every != 0 && (i/4)%int(every) == 0 {
-				v ^= uint32(flip)
+		for i := 0; i < len(ref)/dt.Width(); i++ {
+			v := scaleElem(elem(dt, ref, i), factor)
+			if every != 0 && i%int(every) == 0 {
+				v ^= uint32(flip) << 16
 			}
-			binary.LittleEndian.PutUint32(plain[i:], v)
+			put(dt, plain, i, v)
 		}
 		cd := NewCoder()
-		enc, err := cd.Encode(nil, Scaled, Float32, plain, ref)
+		enc, err := cd.Encode(nil, Scaled, dt, plain, ref)
 		if err != nil {
 			t.Fatal(err)
 		}

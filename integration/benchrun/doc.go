@@ -181,6 +181,9 @@ func headline(w *docWriter, r *Results) {
 		}
 		w.line("")
 	}
+	if r.Peers != nil {
+		peersHeadline(w, r.Peers)
+	}
 	w.line("")
 }
 

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/encode/detect"
 )
@@ -25,7 +26,9 @@ const (
 
 // fileChunk is one chunk of a checkpoint file as the store cuts it: a
 // tensor's chunk (keyed so that the next version's same chunk finds it) or
-// a raw range, coded with zstd and never as a delta.
+// a raw range, coded as the store codes raw bytes for the codec
+// (policy.RawCodec: zstd for planes, stored for the paper's DynRLE) and
+// never as a delta.
 type fileChunk struct {
 	key    string
 	dt     encode.DType
@@ -101,7 +104,7 @@ type codecRun struct {
 }
 
 // runFileCodec codes chunks with codec c, as deltas where delta is set and
-// a chunk has a reference, else as baselines; raw chunks always with zstd.
+// a chunk has a reference, else as baselines; raw chunks with c's raw codec.
 // Every chunk is decoded and compared.
 func runFileCodec(chunks []fileChunk, c encode.Codec, delta bool) (*codecRun, error) {
 	refOf := func(ch *fileChunk) []byte {
@@ -110,11 +113,12 @@ func runFileCodec(chunks []fileChunk, c encode.Codec, delta bool) (*codecRun, er
 		}
 		return nil
 	}
+	raw := policy.Policy{Codec: c}.RawCodec()
 	codecOf := func(ch *fileChunk) encode.Codec {
 		if ch.tensor {
 			return c
 		}
-		return encode.Zstd
+		return raw
 	}
 	enc := make([][]byte, len(chunks))
 	dec := make([][]byte, len(chunks))

@@ -114,7 +114,7 @@ func (b *bench) peerSet(name, dtype string, files []string, glob string) (*PeerS
 	}
 	set.PlainBytes = plain
 	set.CodecCommand = fmt.Sprintf("go run ./integration/benchrun --only peers (in process: the files cut as the store cuts them, %s)", glob)
-	for _, c := range []encode.Codec{encode.Planes, encode.DynRLE} {
+	for _, c := range []encode.Codec{encode.Planes, encode.Scaled, encode.DynRLE} {
 		for _, kind := range []string{"base", "delta"} {
 			r, err := runFileCodec(chunks, c, kind == "delta")
 			if err != nil {
@@ -129,7 +129,7 @@ func (b *bench) peerSet(name, dtype string, files []string, glob string) (*PeerS
 	if err := b.zipnnRuns(set, files, glob); err != nil {
 		return nil, err
 	}
-	for _, c := range []string{"planes", "dynrle"} {
+	for _, c := range []string{"planes", "scaled", "dynrle"} {
 		for _, sd := range []string{"1", "10"} {
 			args := append([]string{"replay", "--json", "--quiet", "--codec", c, "--snap-dis", sd}, files...)
 			out, err := b.output(nil, b.bin, args...)

@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
+
+	"github.com/ckptfs/ckptfs/encode"
 )
 
 func peersDoc(w *docWriter, s *PeerSection) {
@@ -13,8 +16,9 @@ func peersDoc(w *docWriter, s *PeerSection) {
 	w.line("**ZipNN** (PyPI `zipnn`, byte grouping + Huffman/zstd) compresses each whole file on its own (*base*) and, as its")
 	w.line("delta mode (`delta_compressed_type=\"byte\"`: XOR with the previous version of the same file, then ZipNN), each file")
 	w.line("against the previous save (*delta*; the first file of each family is a base). **zstd** is the CLI on each whole file,")
-	w.line("one thread. **planes** and **dynrle** (the paper's DynRLE, the reference method) are ckptfs's codecs on the same files,")
-	w.line("cut as the store cuts them (the detector's tensor ranges in 64 Ki-element chunks, raw ranges in 256 KiB zstd chunks,")
+	w.line("one thread. **planes**, **scaled** (planes against a per-chunk scaled reference, docs/CODECS.md) and **dynrle** (the")
+	w.line("paper's DynRLE, the reference method) are ckptfs's codecs on the same files, cut as the store cuts them (the detector's")
+	w.line("tensor ranges in 64 Ki-element chunks, raw ranges in 256 KiB chunks coded as the store codes them: zstd, or stored for dynrle,")
 	w.line("16-byte chunk headers included), *base* with no reference, *delta* each tensor chunk against the previous file's chunk")
 	w.line("(the progressive scheme with no re-baselining); the **store** columns are `ckptfs replay` (all baselines: snap_dis 1;")
 	w.line("snap_dis 10) with its metadata and page rounding: stored bytes ÷ logical bytes.")
@@ -80,7 +84,7 @@ func peerSetDoc(w *docWriter, p *PeerSet) {
 			vs(r.StoredBytes), "-", "-", "-", "-")
 	}
 	w.line("")
-	w.f("Commands: ZipNN `%s` (zipnn %s); zstd `%s` and `-19`; planes and dynrle: %s; store: `%s` (and the other codec and snap_dis).\n\n",
+	w.f("Commands: ZipNN `%s` (zipnn %s); zstd `%s` and `-19`; planes, scaled and dynrle: %s; store: `%s` (and the other codec and snap_dis).\n\n",
 		p.ZipNNCommand, p.ZipNNVersion, p.Zstd[0].Command, p.CodecCommand, p.Replay[0].Command)
 }
 
@@ -98,4 +102,30 @@ func cpuSeconds(ru *syscall.Rusage) float64 {
 		return 0
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// peersHeadline is the headline bullet: per series, the store with the
+// default codec at snap_dis 10 against ZipNN file by file and zstd -19.
+func peersHeadline(w *docWriter, s *PeerSection) {
+	var parts []string
+	for i := range s.Sets {
+		p := &s.Sets[i]
+		zb := zipnnBytes(p, "base")
+		var store *PeerReplay
+		for j := range p.Replay {
+			if r := &p.Replay[j]; r.Codec == encode.Scaled.String() && r.SnapDis == "10" {
+				store = r
+			}
+		}
+		if zb == 0 || store == nil || len(p.Zstd) < 2 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.3f against ZipNN %.3f (%+.1f%%) and zstd -19 %.3f", p.Series,
+			float64(store.StoredBytes)/float64(store.LogicalBytes), float64(zb)/float64(p.PlainBytes),
+			100*(float64(store.StoredBytes)/float64(store.LogicalBytes)/(float64(zb)/float64(p.PlainBytes))-1),
+			float64(p.Zstd[1].Compressed)/float64(p.PlainBytes)))
+	}
+	if len(parts) > 0 {
+		w.f("- **Against ZipNN and zstd** (section 7; stored ÷ logical bytes, ckptfs's `scaled` at snap_dis 10 against each tool file by file): %s.\n", strings.Join(parts, "; "))
+	}
 }
