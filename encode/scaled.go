@@ -47,9 +47,18 @@ func (cd *Coder) encodeScaled(dst []byte, dt DType, plain, ref []byte) ([]byte, 
 	if scalable(dt) && ref != nil {
 		if f, ok := chooseScale(dt, plain, ref); ok {
 			cd.scaled = scaleRef(dt, grow(cd.scaled, len(ref)), ref, f)
+			start := len(dst)
 			dst = append(dst, predScale)
 			dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(f))
-			return cd.encodePlanes(dst, dt, plain, cd.scaled)
+			out, delta, err := cd.encodePlanes(dst, dt, plain, cd.scaled)
+			if err != nil || delta {
+				return out, delta, err
+			}
+			// planes re-baselined the chunk: its payload needs no
+			// reference, so it is the same under predictor 0 (a scaled
+			// record is only legal on a delta).
+			out[start] = predNone
+			return append(out[:start+1], out[start+5:]...), false, nil
 		}
 	}
 	return cd.encodePlanes(append(dst, predNone), dt, plain, ref)

@@ -113,6 +113,28 @@ func TestScaledRoundTrip(t *testing.T) {
 	}
 }
 
+// TestScaledRebaseline: when planes codes a scaled chunk as a baseline
+// (its delta does not pay), the chunk must come out as a plain baseline
+// record, which decodes without the reference.
+func TestScaledRebaseline(t *testing.T) {
+	plain, ref := decayPair(5, 20000, 0.88)
+	cd := NewCoder()
+	cd.pl.forceChoice = &planeChoice{mode: modeBase, grp: grouping{k: 1}}
+	enc, err := cd.Encode(nil, Scaled, Float32, plain, ref)
+	cd.pl.forceChoice = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Inspect(enc)
+	if err != nil || h.Delta || enc[headerLen] != predNone {
+		t.Fatalf("delta %t, predictor %d (%v), want a baseline record", h.Delta, enc[headerLen], err)
+	}
+	out, err := Decode(nil, enc, nil)
+	if err != nil || !bytes.Equal(out, plain) {
+		t.Fatalf("round trip: %v", err)
+	}
+}
+
 // TestScaledCorrupt: records a decoder must refuse without panicking.
 func TestScaledCorrupt(t *testing.T) {
 	plain, ref := decayPair(2, 4000, 0.9)
