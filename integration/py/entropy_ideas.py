@@ -24,6 +24,8 @@ exponent heads the top plane (planes' baseline); groups4 = planes v2's
 model: order-0 per plane within 4 groups of the reference's exponent.
 
     $CKPTFS_VENV/bin/python integration/py/entropy_ideas.py .cache/series/adam/ckpt-*.pt
+
+A Trainer's optimizer.pt files (the optimizer state alone) are read too.
 """
 import argparse
 import json
@@ -138,7 +140,10 @@ def groups4(e):
 
 
 def load(path):
-    return torch.load(path, weights_only=False, map_location="cpu")
+    ck = torch.load(path, weights_only=False, map_location="cpu")
+    if "state" in ck and "param_groups" in ck:  # an optimizer.pt alone (Hugging Face Trainer)
+        return {"model": {}, "optimizer": ck}
+    return ck
 
 
 def roles(ck):
