@@ -26,8 +26,12 @@ const (
 	Gzip Codec = 5
 	// RLE4Gzip is RLE4's output, gzipped.
 	RLE4Gzip Codec = 6
+	// Scaled is planes against the reference scaled by one float32 factor
+	// per chunk, when that predicts the chunk better (Adam's decaying
+	// second moment); otherwise planes itself (scaled.go).
+	Scaled Codec = 7
 
-	numCodecs = 7
+	numCodecs = 8
 )
 
 var codecNames = [numCodecs]string{
@@ -38,6 +42,7 @@ var codecNames = [numCodecs]string{
 	RLE4:     "rle4",
 	Gzip:     "gzip",
 	RLE4Gzip: "rle4gzip",
+	Scaled:   "scaled",
 }
 
 // DefaultCodec is what the store uses for tensor chunks unless told otherwise.

@@ -21,6 +21,8 @@ type Coder struct {
 	gzr  *gzip.Reader
 	tmp  []byte // gzip inner streams, XOR deltas
 	pl   planeScratch
+	// scaled is the scaled reference of a Scaled chunk.
+	scaled []byte
 }
 
 // NewCoder returns a Coder with no scratch allocated yet.
@@ -85,6 +87,8 @@ func (cd *Coder) encodePayload(dst []byte, c Codec, dt DType, plain, ref []byte)
 		return append(dst, plain...), false, nil
 	case Planes:
 		return cd.encodePlanes(dst, dt, plain, ref)
+	case Scaled:
+		return cd.encodeScaled(dst, dt, plain, ref)
 	case DynRLE, RLE4:
 		if delta {
 			return encodeRLEDelta(dst, dt, plain, ref, c == RLE4), true, nil
@@ -166,6 +170,8 @@ func (cd *Coder) decodePayload(out []byte, h Header, payload, ref []byte) error 
 		return nil
 	case Planes:
 		return cd.decodePlanes(out, h.DType, payload, ref)
+	case Scaled:
+		return cd.decodeScaled(out, h.DType, payload, ref)
 	case DynRLE, RLE4:
 		if delta {
 			return decodeRLEDelta(out, h.DType, payload, ref, h.Codec == RLE4)

@@ -9,7 +9,7 @@ import (
 // TestRoleExperiment splits the fp32 series by tensor role (weights, Adam's
 // exp_avg and exp_avg_sq, SGD's momentum) and codes every tensor in its own
 // 64 Ki-element chunks, as the store cuts them, against the same tensor of
-// the previous checkpoint: planes, dynrle, and planes as a baseline.
+// the previous checkpoint: planes, scaled, dynrle, and planes as a baseline.
 //
 //	CKPTFS_EXP=1 go test -run RoleExperiment -v ./encode/
 //
@@ -54,7 +54,7 @@ func TestRoleExperiment(t *testing.T) {
 			t.Logf("%s: %d bytes, not the default MLP's %d: skipped", set, len(s.Files[0]), total)
 			continue
 		}
-		type acc struct{ plain, planes, dynrle, base int }
+		type acc struct{ plain, planes, scaled, dynrle, base int }
 		res := map[string]*acc{}
 		var order []string
 		cd := NewCoder()
@@ -80,6 +80,7 @@ func TestRoleExperiment(t *testing.T) {
 					p, r := s.Files[k][c:ce], s.Files[k-1][c:ce]
 					a.plain += len(p)
 					a.planes += size(Planes, p, r)
+					a.scaled += size(Scaled, p, r)
 					a.dynrle += size(DynRLE, p, r)
 					a.base += size(Planes, p, nil)
 				}
@@ -90,12 +91,14 @@ func TestRoleExperiment(t *testing.T) {
 		for _, role := range order {
 			a := res[role]
 			f := func(v int) float64 { return float64(v) / float64(a.plain) }
-			fmt.Printf("%-12s %-10s planes %.4f  dynrle %.4f  planes baseline %.4f\n", set, role, f(a.planes), f(a.dynrle), f(a.base))
+			fmt.Printf("%-12s %-10s planes %.4f  scaled %.4f  dynrle %.4f  planes baseline %.4f\n", set, role, f(a.planes), f(a.scaled), f(a.dynrle), f(a.base))
 			sum.plain += a.plain
 			sum.planes += a.planes
+			sum.scaled += a.scaled
 			sum.dynrle += a.dynrle
 		}
-		fmt.Printf("%-12s %-10s planes %.4f  dynrle %.4f  (%+.1f%%)\n", set, "all", float64(sum.planes)/float64(sum.plain),
-			float64(sum.dynrle)/float64(sum.plain), 100*(float64(sum.planes)/float64(sum.dynrle)-1))
+		fmt.Printf("%-12s %-10s planes %.4f  scaled %.4f  dynrle %.4f  (planes %+.1f%%, scaled %+.1f%%)\n", set, "all", float64(sum.planes)/float64(sum.plain),
+			float64(sum.scaled)/float64(sum.plain), float64(sum.dynrle)/float64(sum.plain), 100*(float64(sum.planes)/float64(sum.dynrle)-1),
+			100*(float64(sum.scaled)/float64(sum.dynrle)-1))
 	}
 }

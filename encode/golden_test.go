@@ -14,7 +14,8 @@ import (
 // kind, made from a pseudo-random walk stored beside them; this test
 // decodes them. After a deliberate format change, add a new directory for
 // the new version (never rewrite an old one); CKPTFS_UPDATE_GOLDEN=1 writes
-// the files of a directory that does not exist yet. (Version 1, whose
+// the files of a directory that does not exist yet, and the chunks of a
+// codec appended to the format since (a missing file, never an existing one). (Version 1, whose
 // planes payload had no groups, was never written by a store and is not
 // decoded any more.)
 func TestGoldenChunks(t *testing.T) {
@@ -53,7 +54,7 @@ func TestGoldenChunks(t *testing.T) {
 					r = nil
 				}
 				name := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.chunk", c, dt, kind))
-				if write {
+				if write || appendGolden(name) {
 					enc, err := Encode(nil, c, dt, plain, r)
 					if err != nil {
 						t.Fatal(err)
@@ -74,6 +75,51 @@ func TestGoldenChunks(t *testing.T) {
 		}
 		if dt != Bytes {
 			goldenGrouped(t, dir, dt, plain, ref, write)
+		}
+	}
+	goldenScaled(t, dir)
+}
+
+// appendGolden reports whether a missing golden file may be written now.
+func appendGolden(name string) bool {
+	_, err := os.Stat(name)
+	return os.IsNotExist(err) && os.Getenv("CKPTFS_UPDATE_GOLDEN") == "1"
+}
+
+// goldenScaled covers the scaled codec's scaled-reference record: a decaying
+// float32 pair and its bfloat16 halves (inputs stored beside the chunks).
+func goldenScaled(t *testing.T, dir string) {
+	p32, r32 := decayPair(21, 2000, 0.88)
+	for _, c := range []struct {
+		dt         DType
+		plain, ref []byte
+	}{{Float32, p32, r32}, {BFloat16, toBF16(p32), toBF16(r32)}} {
+		name := filepath.Join(dir, fmt.Sprintf("scaled-%s-predscale.chunk", c.dt))
+		plainName, refName := filepath.Join(dir, fmt.Sprintf("scaled-plain-%s.bin", c.dt)), filepath.Join(dir, fmt.Sprintf("scaled-ref-%s.bin", c.dt))
+		if appendGolden(name) {
+			enc, err := Encode(nil, Scaled, c.dt, c.plain, c.ref)
+			if err != nil || enc[headerLen] != predScale {
+				t.Fatalf("%s: scaled record not taken (%v)", name, err)
+			}
+			for f, b := range map[string][]byte{name: enc, plainName: c.plain, refName: c.ref} {
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var bufs [3][]byte
+		for i, f := range []string{name, plainName, refName} {
+			var err error
+			if bufs[i], err = os.ReadFile(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if bufs[0][headerLen] != predScale {
+			t.Errorf("%s: not a scaled-reference record", name)
+		}
+		out, err := Decode(nil, bufs[0], bufs[2])
+		if err != nil || !bytes.Equal(out, bufs[1]) {
+			t.Errorf("%s: golden chunk no longer decodes: %v", name, err)
 		}
 	}
 }

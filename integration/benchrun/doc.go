@@ -46,6 +46,9 @@ func renderDoc(r *Results) string {
 	if r.Scale != nil {
 		scaleDoc(&w, r.Scale)
 	}
+	if r.Peers != nil {
+		peersDoc(&w, r.Peers)
+	}
 	if r.Reads != nil {
 		readsDoc(&w, r.Reads)
 	}
@@ -190,6 +193,9 @@ func headline(w *docWriter, r *Results) {
 				mibs(s.Replay.FileBytes), mibs(s.Replay.MaxRSS), mibs(s.Limits.ReplayMaxRSS), verdict(s.Replay.MaxRSS < s.Limits.ReplayMaxRSS))
 		}
 		w.line("")
+	}
+	if r.Peers != nil {
+		peersHeadline(w, r.Peers)
 	}
 	w.line("")
 }

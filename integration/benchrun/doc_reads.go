@@ -7,7 +7,7 @@ import (
 )
 
 func readsDoc(w *docWriter, r *Reads) {
-	w.line("## 7. Reads")
+	w.line("## 8. Reads")
 	w.line("")
 	w.f("The training of section 4 saves %s checkpoints into a fresh mount (default policy) and into a plain directory of the same disk, each as a `torch.save` file and as a safetensors file of the same tensors (%s); the pairs were byte-identical, and the deepest pair's tensors equal through mappings (torch.load(mmap=True), safe_open): %v. Then, alternately (the order swapped each repetition), each read is timed cold: the file, and for the mount every file of its store, written back and dropped from the page cache first (ckptfs's %d MiB of plain chunks is not dropped, but holds only the family's newest save). The reads are of the deepest save the default policy made (chain depth %d for the `.pt` files, %d for the safetensors files: %d and %d decodes per chunk), except `verify`, which copies out the save just written, as a script's check does. `torch.load(mmap=True)` and `safe_open` map the file: every tensor is summed, so every page is read. The mount's kernel read-ahead is %d KiB (raised from 128 KiB at mount). Python: `%s`.\n\n",
 		mibs(r.CheckpointBytes), mibs(r.SafetensorsBytes), r.Identical, chain.DefaultCacheBytes>>20,

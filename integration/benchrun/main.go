@@ -40,6 +40,7 @@ var sections = []section{
 	{"seqio", runSeqIOSection},
 	{"training", runTrainingSection},
 	{"scale", runScaleSection},
+	{"peers", runPeerSection},
 	{"reads", runReadsSection},
 	{"savestall", runSaveStallSection},
 }

@@ -18,6 +18,7 @@ type Results struct {
 	SeqIO      *SeqIO         `json:"sequential_io,omitempty"`
 	Training   *Training      `json:"training,omitempty"`
 	Scale      *Scale         `json:"scale,omitempty"`
+	Peers      *PeerSection   `json:"peers,omitempty"`
 	Reads      *Reads         `json:"reads,omitempty"`
 	SaveStall  *SaveStall     `json:"save_stall,omitempty"`
 }

@@ -121,7 +121,7 @@ func runSaveStallSection(b *bench) error {
 }
 
 func saveStallDoc(w *docWriter, s *SaveStall, t *TorchIO) {
-	w.line("## 8. Saves that do not stall training")
+	w.line("## 9. Saves that do not stall training")
 	w.line("")
 	w.f("The demo's model (GPT-2, 4 layers, 256 wide, AdamW) trained with the Hugging Face `Trainer`, which saves a `checkpoint-N/` directory (model.safetensors, optimizer.pt, ...) every %d steps, %d saves, the last 3 kept; into a fresh ckptfs mount and into a plain directory of the same disk, alternating which runs first. Writes return once ckptfs holds the bytes and a file's commit follows its close in the background (write-back, docs/ARCHITECTURE.md).\n\n",
 		trainerEvery, trainerSaves)
