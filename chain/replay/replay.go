@@ -81,7 +81,8 @@ func Run(files []string, o Options) (*Result, error) {
 	}
 	// No write-back: replay writes one file at a time and has nobody to
 	// answer sooner; each write is encoded before the next is read.
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache, WriteBackBytes: -1},
+	// Nor windows or drafts: its writes are sequential.
+	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache, WriteBackBytes: -1, DirtyBytes: 16 << 20},
 		Device: o.Device, Precondition: o.Precondition, NoSync: true})
 	if err != nil {
 		return nil, err

@@ -121,14 +121,14 @@ func setMemoryLimit(value string, need int64) error {
 }
 
 // limitMemoryFor applies an automatic --memory-limit for an open store:
-// what its bounded parts may hold, and a quarter more (at least 256 MiB)
+// what its bounded parts may hold, and a quarter more (at least 64 MiB)
 // for garbage between collections. A limit at what they hold would make
 // the collector run without end once they fill (measured: 55% of the
 // daemon's CPU in the runtime during 1 GB saves).
 func limitMemoryFor(ds *chain.DirStore, _ int64) {
 	if memLimitFlag != nil {
 		need := ds.MemoryNeeded() + ds.Store.MemoryBudget()
-		_ = setMemoryLimit(*memLimitFlag, need+max(need/4, 256<<20))
+		_ = setMemoryLimit(*memLimitFlag, need+max(need/4, 64<<20))
 	}
 }
 

@@ -243,8 +243,8 @@ func scaleDoc(w *docWriter, s *Scale) {
 	}
 	if n := len(s.Sizes); n > 0 {
 		b := s.Sizes[n-1]
-		w.f("**Daemon memory** while a %s file was written (twice) and read: peak RSS **%s** (issue 6 requires ≤ %s: %s).\n\n",
-			mibs(b.Bytes), mibs(b.DaemonHWM), mibs(s.Limits.DaemonMaxRSS), verdict(b.DaemonHWM <= s.Limits.DaemonMaxRSS))
+		w.f("**Daemon memory** while a %s file was written (twice) and read, mounted with `%s` (the memory of a small machine; the defaults follow the machine's RAM, and take a few GB here: README, Memory): peak RSS **%s** (issue 6 requires ≤ %s: %s).\n\n",
+			mibs(b.Bytes), strings.Join(scaleMountFlags, " "), mibs(b.DaemonHWM), mibs(s.Limits.DaemonMaxRSS), verdict(b.DaemonHWM <= s.Limits.DaemonMaxRSS))
 	}
 }
 
