@@ -19,6 +19,7 @@ const controlDir = ".ckptfs"
 // Inode numbers of the control nodes: far above any number the store hands
 // out, so they never collide.
 const (
+	controlDropIno  = 1<<63 - 3
 	controlDirIno   = 1<<63 - 2
 	controlStatsIno = 1<<63 - 1
 )
@@ -30,6 +31,7 @@ const (
 const (
 	controlDirMode   = syscall.S_IFDIR | 0o555
 	controlStatsMode = syscall.S_IFREG | 0o400
+	controlDropMode  = syscall.S_IFREG | 0o200
 )
 
 // controlAttr fills the attributes every control node shares.
@@ -81,6 +83,11 @@ func (c *controlDirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *f
 }
 
 func (c *controlDirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if name == "drop_caches" {
+		dn := &dropNode{fsys: c.fsys}
+		c.fsys.controlAttr(&out.Attr, controlDropMode, controlDropIno)
+		return c.NewInode(ctx, dn, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: controlDropIno}), 0
+	}
 	if name != "stats.json" {
 		return nil, syscall.ENOENT
 	}
@@ -93,8 +100,53 @@ func (c *controlDirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.E
 	return gofs.NewListDirStream([]fuse.DirEntry{
 		{Name: ".", Mode: syscall.S_IFDIR, Ino: controlDirIno},
 		{Name: "..", Mode: syscall.S_IFDIR, Ino: uint64(chain.RootIno)},
+		{Name: "drop_caches", Mode: syscall.S_IFREG, Ino: controlDropIno},
 		{Name: "stats.json", Mode: syscall.S_IFREG, Ino: controlStatsIno},
 	}), 0
+}
+
+// dropNode is .ckptfs/drop_caches: a write to it makes the daemon forget
+// the plain chunks it rebuilt for reads, as `echo 3 >
+// /proc/sys/vm/drop_caches` does the kernel's page cache, so that a read
+// timed after both is cold. The reference tier (the newest save of each
+// series, the next save's reference) stays. Only the mount's owner may
+// write it.
+type dropNode struct {
+	gofs.Inode
+	fsys *FS
+}
+
+var (
+	_ gofs.NodeOpener    = (*dropNode)(nil)
+	_ gofs.NodeGetattrer = (*dropNode)(nil)
+	_ gofs.NodeSetattrer = (*dropNode)(nil)
+)
+
+func (d *dropNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fsys.controlAttr(&out.Attr, controlDropMode, controlDropIno)
+	return 0
+}
+
+// Setattr accepts the truncate of `echo 1 > drop_caches` (O_TRUNC).
+func (d *dropNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	d.fsys.controlAttr(&out.Attr, controlDropMode, controlDropIno)
+	return 0
+}
+
+func (d *dropNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if !writable(flags) {
+		return nil, 0, syscall.EACCES
+	}
+	return &dropHandle{fsys: d.fsys}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+type dropHandle struct{ fsys *FS }
+
+var _ gofs.FileWriter = (*dropHandle)(nil)
+
+func (h *dropHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.fsys.store.DropCaches()
+	return uint32(len(data)), 0
 }
 
 // statsNode is .ckptfs/stats.json: a report rendered when opened.

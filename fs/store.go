@@ -9,6 +9,8 @@ import "github.com/ckptfs/ckptfs/chain"
 // results, so fs-side interfaces for them would need an adapter wherever
 // New is called.
 type Store interface {
+	// DropCaches forgets the rebuilt plain chunks kept for reads (.ckptfs/drop_caches).
+	DropCaches()
 	// Namespace.
 	Inode(ino chain.Ino) (*chain.Inode, error)
 	Lookup(parent chain.Ino, name string) (*chain.Inode, error)

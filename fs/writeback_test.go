@@ -1,14 +1,18 @@
 package fs
 
 import (
+	"io"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/chain/storage/memstore"
+	"golang.org/x/sys/unix"
 )
 
 // gatedBackend holds every write while its gate is shut: the ingest behind
@@ -153,4 +157,51 @@ func TestSyncClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantContent(t, m.path("f"), v)
+}
+
+// TestDropCaches: a write to .ckptfs/drop_caches makes the next read of a
+// file rebuild its chunks from the device again (a cold read), where a
+// second read without it is served from the daemon's cache.
+func TestDropCaches(t *testing.T) {
+	m := mountStore(t, filepath.Join(t.TempDir(), "store"), true)
+	writePieces(t, m.path("ckpt-1.bin"), randomBytes(8, 600<<10)) // fits the test mount's read cache
+	writePieces(t, m.path("ckpt-2.bin"), randomBytes(9, 600<<10)) // ckpt-1 leaves the reference tier
+	m.fsys.Drain()
+	rebuilt := func() int64 {
+		rep, err := m.ds.Report(chain.ReportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.ChunksRebuilt
+	}
+	read := func() {
+		f, err := os.Open(m.path("ckpt-1.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		// Around the kernel's page cache: each read reaches the daemon.
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	first := rebuilt()
+	read()
+	if again := rebuilt(); again != first || first == 0 {
+		t.Fatalf("chunks rebuilt: %d by the first read, %d after a second; want some, then none", first, again-first)
+	}
+	if err := os.WriteFile(m.path(controlDir, "drop_caches"), []byte("1\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	if after := rebuilt(); after <= first {
+		t.Errorf("a read after drop_caches rebuilt nothing (%d, %d)", first, after)
+	}
+	if _, err := os.ReadFile(m.path(controlDir, "drop_caches")); err == nil {
+		t.Error("drop_caches could be read")
+	}
 }

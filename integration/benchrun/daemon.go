@@ -112,7 +112,12 @@ func (d *daemon) unmount() error {
 
 // evictStore makes the next read through the mount cold: the store's files
 // are written back and dropped from the page cache.
-func (d *daemon) evictStore() { evictTree(d.store) }
+// evictStore drops the store's files from the page cache and the daemon's
+// rebuilt chunks (.ckptfs/drop_caches): a read timed next is cold in both.
+func (d *daemon) evictStore() {
+	evictTree(d.store)
+	_ = os.WriteFile(filepath.Join(d.mnt, ".ckptfs", "drop_caches"), []byte("1\n"), 0)
+}
 
 // evict writes a file back and drops its cached pages.
 func evict(path string) error {

@@ -37,7 +37,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torchio import Model, evict, evict_tree  # noqa: E402
+from bench_torchio import Model, drop_daemon_caches, evict, evict_tree  # noqa: E402
 
 
 def flat(state):
@@ -116,6 +116,7 @@ def main():
         evict(path)
         if side == "mount":
             evict_tree(a.store)
+            drop_daemon_caches(a.mount)
 
     def pair(r):
         both = [("mount", a.mount), ("plain", a.plain)]

@@ -14,7 +14,8 @@ Per repetition r (--reps, default 5), the order of mount and plain alternates
   save    torch.save of the same state to MOUNT/ckpt-N.pt and PLAIN/ckpt-N.pt
 After all saves, each pair is checked byte for byte, then per repetition:
   load    torch.load of each (both cold: the file, and for the mount every
-          file of --store, are written back and dropped from the page cache)
+          file of --store, are written back and dropped from the page cache,
+          and the daemon's rebuilt chunks dropped: .ckptfs/drop_caches)
   cp_in   cp of PLAIN/ckpt-N.pt (cold) to MOUNT/cpin/ and to PLAIN2/cpin/
   cp_out  cp of each ckpt-N.pt (cold) to OUT/ (plain), then deleted
 """
@@ -40,6 +41,15 @@ def evict(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def drop_daemon_caches(mount):
+    """Make the ckptfs daemon forget the chunks it rebuilt for reads, as
+    dropping the page cache does the kernel's: a read timed next is cold
+    in the daemon too (its reference tier, the newest save of each series,
+    stays)."""
+    with open(os.path.join(mount, ".ckptfs", "drop_caches"), "w") as f:
+        f.write("1\n")
 
 
 def evict_tree(root):
@@ -124,6 +134,7 @@ def main():
         evict(path)
         if side == "mount":
             evict_tree(a.store)
+            drop_daemon_caches(a.mount)
 
     for r, name in enumerate(names):
         for side, d in pair(r):
