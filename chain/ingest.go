@@ -110,26 +110,32 @@ func (in *ingest) decide() error {
 	// The reference is chosen and pinned with no Update running: an Update
 	// freeing it (the last name of its file going) either committed before,
 	// and then it is not chosen, or sees the pin and defers the free.
-	err := s.db.ViewBetweenUpdates(func(mtx *meta.Tx) error {
-		ref, reason, err := s.chooseReference(mtx, refQuery{path: p, family: in.family,
-			layout: in.layout, prev: in.target.prev})
-		if err != nil || ref == nil {
-			return err
-		}
-		segs, err := mtx.Segments(ref.ID)
-		if err != nil {
-			return err
-		}
-		in.refSeg = make(map[string]meta.Segment, len(segs))
-		for _, sg := range segs {
-			if sg.Tensor {
-				in.refSeg[sg.Key] = sg
+	// Without a reference of its own file or family, a save closed before
+	// this one and still committing (of another name, with this layout) may
+	// be the one: the choice waits for those commits and is made again.
+	var err error
+	for waited := false; ; waited = true {
+		retry := false
+		err = s.db.ViewBetweenUpdates(func(mtx *meta.Tx) error {
+			ref, reason, err := s.chooseReference(mtx, refQuery{path: p, family: in.family,
+				layout: in.layout, prev: in.target.prev})
+			if err != nil {
+				return err
 			}
+			if !waited && (ref == nil || reason == meta.RefLayout) && s.committing.others(in.owner) {
+				retry = true
+				return nil
+			}
+			if ref == nil {
+				return nil
+			}
+			return in.useReference(mtx, ref, reason)
+		})
+		if err != nil || !retry {
+			break
 		}
-		in.ref, in.refReason = ref, reason
-		s.pin(ref.ID)
-		return nil
-	})
+		s.committing.waitAll(in.owner)
+	}
 	if err != nil {
 		return fmt.Errorf("choose reference for %s: %w", p, err)
 	}
@@ -139,6 +145,23 @@ func (in *ingest) decide() error {
 		refID = in.ref.ID
 	}
 	s.refs.StartSave(in.family, refID)
+	return nil
+}
+
+// useReference takes ref as the reference and pins it.
+func (in *ingest) useReference(mtx *meta.Tx, ref *meta.Version, reason string) error {
+	segs, err := mtx.Segments(ref.ID)
+	if err != nil {
+		return err
+	}
+	in.refSeg = make(map[string]meta.Segment, len(segs))
+	for _, sg := range segs {
+		if sg.Tensor {
+			in.refSeg[sg.Key] = sg
+		}
+	}
+	in.ref, in.refReason = ref, reason
+	in.s.pin(ref.ID)
 	return nil
 }
 

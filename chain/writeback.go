@@ -103,6 +103,54 @@ func (c *committingFamilies) end(family string, w *Writer) {
 	c.mu.Unlock()
 }
 
+// earlier reports whether w, which began committing at seq, began before
+// self (every committing writer does, if self is not committing).
+func (c *committingFamilies) earlier(w *Writer, seq uint64, self *Writer) bool {
+	if w == self {
+		return false
+	}
+	for _, m := range c.byName {
+		if mine, ok := m[self]; ok {
+			return seq < mine
+		}
+	}
+	return true
+}
+
+// others reports whether a writer that began committing before self, of
+// any family, still commits.
+func (c *committingFamilies) others(self *Writer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.byName {
+		for w, seq := range m {
+			if c.earlier(w, seq, self) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitAll returns once no writer that began committing before self, of
+// any family, still commits.
+func (c *committingFamilies) waitAll(self *Writer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		pending := false
+		for _, m := range c.byName {
+			for w, seq := range m {
+				pending = pending || c.earlier(w, seq, self)
+			}
+		}
+		if !pending {
+			return
+		}
+		c.done.Wait()
+	}
+}
+
 // wait returns once no writer that began committing into family before
 // self (every one, if self is not committing) still commits.
 func (c *committingFamilies) wait(family string, self *Writer) {

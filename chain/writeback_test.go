@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/meta"
 )
 
 // TestWriteBackBounded: writers queue what they accept, all of them
@@ -84,6 +85,19 @@ func TestWriteBackBounded(t *testing.T) {
 // reference and stored a baseline. (Without write-back, so that the choice
 // happens inside the write, which the test sees wait.)
 func TestReferenceWaitsForCommitInBackground(t *testing.T) {
+	for _, tc := range []struct {
+		names  [2]string
+		reason string
+	}{
+		{[2]string{"ckpt-0.safetensors", "ckpt-1.safetensors"}, meta.RefFamily},
+		// torch.save of the same state to ckpt_N.pt, then to last.pt.
+		{[2]string{"ckpt-0.safetensors", "last.safetensors"}, meta.RefLayout},
+	} {
+		t.Run(tc.reason, func(t *testing.T) { referenceWaits(t, tc.names, tc.reason) })
+	}
+}
+
+func referenceWaits(t *testing.T, names [2]string, reason string) {
 	ds, err := OpenDir(t.TempDir(), DirOptions{Options: Options{Policy: policy.Default(), CacheBytes: 8 << 20,
 		WriteBackBytes: -1}, Device: smallDevice(), NoSync: true})
 	if err != nil {
@@ -95,7 +109,7 @@ func TestReferenceWaitsForCommitInBackground(t *testing.T) {
 	writers := make([]*Writer, 2)
 	inos := make([]Ino, 2)
 	for i := range series {
-		name := fmt.Sprintf("ckpt-%d.safetensors", i)
+		name := names[i]
 		inos[i] = createFile(t, s, name)
 		if writers[i], err = s.NewWriter(inos[i], pathIs(name), true); err != nil {
 			t.Fatal(err)
@@ -133,8 +147,8 @@ func TestReferenceWaitsForCommitInBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	first, second := info(t, s, inos[0]), info(t, s, inos[1])
-	if second.Reference != first.Version {
-		t.Errorf("second save: reference %d, want the first save %d", second.Reference, first.Version)
+	if second.Reference != first.Version || second.RefReason != reason {
+		t.Errorf("second save: reference %d (%s), want the first save %d (%s)", second.Reference, second.RefReason, first.Version, reason)
 	}
 	for i, data := range series {
 		if got := readIno(t, s, inos[i]); !bytes.Equal(got, data) {
