@@ -37,7 +37,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torchio import Model, drop_daemon_caches, evict, evict_tree  # noqa: E402
+from bench_torchio import drop_daemon_caches, evict, evict_tree, training  # noqa: E402
 
 
 def flat(state):
@@ -76,22 +76,7 @@ def main():
     p.add_argument("--steps-per-save", type=int, default=5)
     a = p.parse_args()
 
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = Model(a.vocab, a.dim, a.hidden)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(1)
-    teacher = torch.randn(a.vocab, 16, generator=g)
-    head = torch.randn(16, 10, generator=g)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def train(steps):
-        for _ in range(steps):
-            tokens = torch.randint(0, a.vocab, (64, 32), generator=g)
-            y = (teacher[tokens].mean(1) @ head).argmax(1)
-            opt.zero_grad()
-            loss_fn(model(tokens), y).backward()
-            opt.step()
+    model, opt, train = training(a.vocab, a.dim, a.hidden)
 
     for d in (a.plain, a.outdir, os.path.join(a.mount, "st"), os.path.join(a.plain, "st")):
         os.makedirs(d, exist_ok=True)

@@ -74,6 +74,29 @@ class Model(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(self.emb(tokens))))
 
 
+def training(vocab, dim, hidden):
+    """The benchmark's model and Adam, seeded, and train(steps), which
+    trains them on a synthetic task: every run saves the same series."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = Model(vocab, dim, hidden)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(1)
+    teacher = torch.randn(vocab, 16, generator=g)
+    head = torch.randn(16, 10, generator=g)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train(steps):
+        for _ in range(steps):
+            tokens = torch.randint(0, vocab, (64, 32), generator=g)
+            y = (teacher[tokens].mean(1) @ head).argmax(1)
+            opt.zero_grad()
+            loss_fn(model(tokens), y).backward()
+            opt.step()
+
+    return model, opt, train
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mount", required=True)
@@ -88,22 +111,7 @@ def main():
     p.add_argument("--steps-per-save", type=int, default=5)
     a = p.parse_args()
 
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = Model(a.vocab, a.dim, a.hidden)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    g = torch.Generator().manual_seed(1)
-    teacher = torch.randn(a.vocab, 16, generator=g)
-    head = torch.randn(16, 10, generator=g)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def train(steps):
-        for _ in range(steps):
-            tokens = torch.randint(0, a.vocab, (64, 32), generator=g)
-            y = (teacher[tokens].mean(1) @ head).argmax(1)
-            opt.zero_grad()
-            loss_fn(model(tokens), y).backward()
-            opt.step()
+    model, opt, train = training(a.vocab, a.dim, a.hidden)
 
     for d in (a.plain, a.plain2, a.outdir, os.path.join(a.mount, "cpin"), os.path.join(a.plain2, "cpin")):
         os.makedirs(d, exist_ok=True)
