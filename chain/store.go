@@ -59,6 +59,11 @@ type Options struct {
 	WriteBackBytes int64
 	// Workers encode and decode chunks in parallel. 0: GOMAXPROCS.
 	Workers int
+	// EncodeNice lowers the CPU priority of the threads that encode
+	// written files (the workers and the write-back feeders) by this
+	// nice value, so that a busy training keeps its cores (priority.go).
+	// 0: the same priority as the rest of the process.
+	EncodeNice int
 	// Now supplies timestamps (tests fix it). nil: time.Now.
 	Now func() time.Time
 }
@@ -77,6 +82,8 @@ type Store struct {
 	refs      *plaincache.Tier
 	workers   int
 	now       func() time.Time
+	// encodeNice: see Options.EncodeNice.
+	encodeNice int
 
 	policyMu sync.RWMutex
 	pol      policy.Policy
@@ -110,7 +117,7 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 		return nil, err
 	}
 	s := &Store{db: db, data: data, wear: accounts, blockSize: data.BlockSize(), pol: opts.Policy,
-		workers: opts.Workers, now: opts.Now, pins: map[meta.VersionID]int{},
+		workers: opts.Workers, encodeNice: opts.EncodeNice, now: opts.Now, pins: map[meta.VersionID]int{},
 		deferred: map[meta.VersionID]bool{}, pending: map[meta.VersionID]*pendingVersion{}}
 	s.dirty.limit = opts.DirtyBytes
 	if s.dirty.limit <= 0 {

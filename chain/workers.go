@@ -43,6 +43,7 @@ func (s *Store) startWorkers() {
 	s.jobs = jobs
 	for i := 0; i < s.workers; i++ {
 		go func() {
+			defer s.lowerPriority()()
 			for j := range jobs {
 				s.runJob(j)
 				close(j.done)

@@ -195,6 +195,7 @@ func (w *Writer) push(b []byte) error {
 // bytes still queued are dropped and the error is the writer's from then
 // on (the next write, and the commit, return it).
 func (w *Writer) feed() {
+	defer w.s.lowerPriority()()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.queue) > 0 {

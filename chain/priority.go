@@ -1,0 +1,55 @@
+package chain
+
+import (
+	"runtime"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// Encoding a save is work that can wait; the program that saved cannot.
+// On a machine whose cores the training keeps busy, the store's encode
+// workers and write-back feeders would otherwise take cores from it and
+// from the threads that serve its next writes. So they run on threads of
+// their own at a lower CPU priority (a nice value, as databases run their
+// compactions), and take what the training leaves. Back-pressure
+// (writeBackMemory) still makes writes wait if the encoding falls a whole
+// budget behind.
+
+// lowerPriority locks the calling goroutine to its thread and lowers that
+// thread's priority to s.encodeNice. It returns a function that undoes it
+// when the goroutine is done with the thread: the thread's priority is
+// restored if the process may raise it again (root); otherwise the
+// goroutine stays locked, and the thread ends with the goroutine, so no
+// other goroutine ever runs on a lowered thread.
+func (s *Store) lowerPriority() (restore func()) {
+	if s.encodeNice <= 0 {
+		return func() {}
+	}
+	runtime.LockOSThread()
+	tid := unix.Gettid()
+	prev, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		// Not lowered: the thread may serve anyone.
+		runtime.UnlockOSThread()
+		return func() {}
+	}
+	// getpriority(2) returns 20 - nice.
+	prev = 20 - prev
+	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, prev+s.encodeNice); err != nil {
+		logrus.WithError(err).Debug("lower the encoding thread's priority")
+		runtime.UnlockOSThread()
+		return func() {}
+	}
+	return func() {
+		if unix.Setpriority(unix.PRIO_PROCESS, tid, prev) == nil {
+			runtime.UnlockOSThread()
+		}
+	}
+}
+
+// threadNice is the nice value of the calling thread (tests).
+func threadNice() (int, error) {
+	p, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+	return 20 - p, err
+}
