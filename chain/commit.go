@@ -94,10 +94,8 @@ func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change
 	if err := tx.advanceFamily(&v); err != nil {
 		return err
 	}
-	if tx.mtx.Counter("next_version") < uint64(v.ID) {
-		if err := tx.mtx.SetCounter("next_version", uint64(v.ID)); err != nil {
-			return err
-		}
+	if err := tx.noteVersionID(v.ID); err != nil {
+		return err
 	}
 	ingest := "streamed_versions"
 	if v.Fallback {
@@ -216,4 +214,13 @@ func (s *Store) Adopt(ino meta.Ino, path string) error {
 		f.Versions++
 		return tx.mtx.PutFamily(f)
 	})
+}
+
+// noteVersionID keeps the stored next_version counter at or above id, so
+// that a reopened store numbers its versions after every one it holds.
+func (tx *txn) noteVersionID(id meta.VersionID) error {
+	if tx.mtx.Counter("next_version") >= uint64(id) {
+		return nil
+	}
+	return tx.mtx.SetCounter("next_version", uint64(id))
 }

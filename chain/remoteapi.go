@@ -111,10 +111,8 @@ func (s *Store) ImportVersion(v meta.Version, segs []meta.Segment, chunks []meta
 		if err := tx.advanceFamily(&v); err != nil {
 			return err
 		}
-		if tx.mtx.Counter("next_version") < uint64(v.ID) {
-			if err := tx.mtx.SetCounter("next_version", uint64(v.ID)); err != nil {
-				return err
-			}
+		if err := tx.noteVersionID(v.ID); err != nil {
+			return err
 		}
 		return tx.mtx.AddCounter("stored_bytes", v.PackBytes)
 	})
