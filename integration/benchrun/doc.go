@@ -24,6 +24,10 @@ func renderDoc(r *Results) string {
 	w.line("Every ratio below is measured side by side in one run, alternating the two sides (A/B, the order swapped each")
 	w.line("repetition), and timed figures are medians of 5 repetitions; the samples are in benchmarks.json. The write volume")
 	w.line("and erase figures count pages on a simulated SSD and are exact and repeatable.")
+	if m.WarmedMiB > 0 {
+		w.f("Before anything was timed, %d MiB of free memory were written once (%.1f s): on a virtual machine the first write to\n", m.WarmedMiB, m.WarmSeconds)
+		w.line("memory costs about 2.3 ms per MiB, which a plain directory's writes paid or not from one repetition to the next (warm.go).")
+	}
 	w.line("")
 	if r.FullRun {
 		w.f("**`make bench` took %.1f minutes** for the run that wrote this file (sections: %s).\n\n", r.RunSeconds/60, sectionTimes(r))

@@ -50,6 +50,10 @@ type Machine struct {
 	Disk         string  `json:"disk"` // the filesystem the scratch directory is on
 	LoadAvgStart float64 `json:"load_avg_start"`
 	LoadAvgEnd   float64 `json:"load_avg_end"`
+	// WarmedMiB of free memory were written once before the run, in
+	// WarmSeconds (warm.go).
+	WarmedMiB   int64   `json:"warmed_mib"`
+	WarmSeconds float64 `json:"warm_seconds"`
 }
 
 // ReplaySection reproduces the paper's Fig. 9, Fig. 10 and Table 9.
