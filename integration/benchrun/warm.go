@@ -13,13 +13,14 @@ import (
 // warmMemory writes to most of the machine's free memory once and gives it
 // back, before anything is timed. On a virtual machine, memory the guest
 // has never touched is backed by the host only at its first write, which
-// here costs about 2.3 ms per MiB (plain writes of a new file ran at 440 MB/s,
-// and 1.9 GB/s once the memory had been used): whichever side of a
-// comparison allocated never-touched pages paid for it, so the plain
-// directory's torch.save of 119 MiB took 0.06 s or 0.30 s from one
-// repetition to the next. A real machine's memory is backed from boot; so
-// is this one's after the warm-up. It touches up to 60% of MemAvailable,
-// at most 16 GiB, and returns how much and how long it took.
+// here costs about 2.3 ms per MiB (the first pass over 14 GiB took 32 s,
+// the next 6 s): a comparison must not charge that to whichever side
+// happened to allocate never-touched pages. A real machine's memory is
+// backed from boot. (It does not make the plain directory's writes steady:
+// its torch.save of 119 MiB still takes 0.05 s or 0.30 s from one
+// repetition to the next, for reasons of the guest kernel's own.) It
+// touches up to 60% of MemAvailable, at most 16 GiB, and returns how much
+// and how long it took.
 func warmMemory() (mib int64, seconds float64) {
 	avail := memAvailable()
 	n := min(avail/10*6, 16<<30)
