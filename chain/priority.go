@@ -28,14 +28,12 @@ func (s *Store) lowerPriority() (restore func()) {
 	}
 	runtime.LockOSThread()
 	tid := unix.Gettid()
-	prev, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	prev, err := threadNice()
 	if err != nil {
 		// Not lowered: the thread may serve anyone.
 		runtime.UnlockOSThread()
 		return func() {}
 	}
-	// getpriority(2) returns 20 - nice.
-	prev = 20 - prev
 	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, prev+s.encodeNice); err != nil {
 		logrus.WithError(err).Debug("lower the encoding thread's priority")
 		runtime.UnlockOSThread()
@@ -48,7 +46,8 @@ func (s *Store) lowerPriority() (restore func()) {
 	}
 }
 
-// threadNice is the nice value of the calling thread (tests).
+// threadNice is the nice value of the calling thread (getpriority(2)
+// returns 20 - nice).
 func threadNice() (int, error) {
 	p, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
 	return 20 - p, err

@@ -477,9 +477,13 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	if err != nil {
 		return false, report(err)
 	}
+	workers := runtime.GOMAXPROCS(0) // one encoder per core
+	if f.encodeNice > 0 {
+		procsForLoweredEncoders()
+	}
 	ds, err := chain.OpenDir(f.store, chain.DirOptions{
 		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB), WriteBackBytes: int64(f.writeBackMiB) << 20,
-			Workers: encodeWorkers(f.encodeNice), EncodeNice: f.encodeNice},
+			Workers: workers, EncodeNice: f.encodeNice},
 		Device: dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
 	if errors.Is(err, chain.ErrLocked) {
 		err = fmt.Errorf("store %s is in use by another ckptfs daemon", f.store)
@@ -674,16 +678,13 @@ func cacheBytes(mib int) int64 {
 // cores (nice 10 weighs about a tenth of nice 0 in Linux's scheduler).
 const defaultEncodeNice = 10
 
-// encodeWorkers sizes the encode workers: one per core the process may
-// use. With a lowered priority the workers get Go processors of their
-// own beside those (GOMAXPROCS doubled, unless set): a worker whose
-// thread the kernel does not run while the training has the cores would
-// otherwise keep a processor that the threads serving the training's
-// writes need.
-func encodeWorkers(nice int) int {
-	n := runtime.GOMAXPROCS(0)
-	if nice > 0 && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(2 * n)
+// procsForLoweredEncoders doubles GOMAXPROCS (unless the user set it):
+// the encode workers, one per core, keep their Go processors while the
+// kernel runs their lowered threads only when the training leaves a core,
+// and must not hold the processors that the threads serving the
+// training's writes need.
+func procsForLoweredEncoders() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
 	}
-	return n
 }
