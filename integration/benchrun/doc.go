@@ -170,17 +170,29 @@ func headline(w *docWriter, r *Results) {
 		w.line(".")
 	}
 	if t := r.TorchIO; t != nil {
-		w.f("- **Mount** (%s real checkpoint, mount ÷ plain directory, medians of %d): torch.save %s×, torch.load %s×, cp in %s×, cp out %s×.\n",
+		w.f("- **Mount** (%s real checkpoint, mount ÷ plain directory, medians of %d): torch.save %s×, torch.load %s×, cp in %s×, cp out %s×.",
 			mibs(t.CheckpointBytes), len(t.Ops["save"].Mount), f2(t.Ops["save"].Ratio), f2(t.Ops["load"].Ratio), f2(t.Ops["cp_in"].Ratio), f2(t.Ops["cp_out"].Ratio))
+		if l := t.Ops["save_loopback"]; l != nil {
+			w.f(" torch.save into a go-fuse loopback that forwards writes through its daemon: %s× plain; ckptfs ÷ that loopback %s×.", f2(l.Ratio), f2(t.Ops["save"].MountMed/l.MountMed))
+		}
+		w.line("")
 	}
 	if s := r.SaveStall; s != nil {
-		w.f("- **Saves that do not stall** (Hugging Face Trainer, the demo's GPT-2, a save every %d steps): training wall time into the mount ÷ plain directory %s; %s of the daemon's CPU in the Go runtime.\n",
-			trainerEvery, f3(s.Ratio), pct(s.GCShare))
+		w.f("- **Saves that do not stall** (Hugging Face Trainer, the demo's GPT-2, a save every %d steps): training wall time into the mount ÷ plain directory %s",
+			trainerEvery, f3(s.Ratio))
+		if len(s.Loopback) > 0 {
+			w.f(" (into a go-fuse loopback that forwards writes through its daemon: %s)", f3(s.LoopbackRatio))
+		}
+		w.f("; %s of the daemon's CPU in the Go runtime.\n", pct(s.GCShare))
 	}
 	if q := r.SeqIO; q != nil {
 		c, l, p := q.Targets["ckptfs"], q.Targets["loopback"], q.Targets["plain"]
-		w.f("- **Sequential I/O** (%s file, MB/s): write %.0f through ckptfs, %.0f through a go-fuse loopback, %.0f plain; cold read %.0f, %.0f, %.0f.\n",
+		w.f("- **Sequential I/O** (%s file, MB/s): write %.0f through ckptfs, %.0f through a go-fuse loopback that forwards through its daemon, %.0f plain; cold read %.0f, %.0f, %.0f.",
 			mibs(q.FileBytes), c.WriteMBs, l.WriteMBs, p.WriteMBs, c.ReadMBs, l.ReadMBs, p.ReadMBs)
+		if pt := q.Targets["passthrough"]; pt != nil {
+			w.f(" The loopback with FUSE passthrough (the kernel serves reads and writes itself): write %.0f, read %.0f.", pt.WriteMBs, pt.ReadMBs)
+		}
+		w.line("")
 	}
 	if r.Reads != nil && r.Reads.Ops["cp_out"] != nil {
 		readsHeadline(w, r.Reads)

@@ -158,19 +158,24 @@ func mountDoc(w *docWriter, r *Results) {
 			w.row(name, f2(a.MountMed), f2(a.PlainMed), "**"+f2(a.Ratio)+"**", fmt.Sprintf("%.0f", a.MountMBs), fmt.Sprintf("%.0f", a.PlainMBs), secs(a.Mount), secs(a.Plain))
 		}
 		w.line("")
+		if l := t.Ops["save_loopback"]; l != nil {
+			w.f("The same saves were also timed, in turn with the other two, into a go-fuse loopback mount (`benchrun loopback`, the mount options ckptfs uses) that forwards every write through its daemon, as ckptfs is served, and does nothing else with the bytes: median %s s (samples %s), %s× the plain directory. ckptfs ÷ that loopback: **%s**. The rest of ckptfs's cost over the plain directory is that of serving writes through a daemon at all: the kernel copies each write into the page cache, then, in 1 MiB requests, into the daemon, while the writer waits.\n\n",
+				f2(l.MountMed), secs(l.Mount), f2(l.Ratio), f2(t.Ops["save"].MountMed/l.MountMed))
+		}
 		w.f("The mount's written_volume_ratio over these saves and copies: %s; daemon peak RSS %s.\n\n", f3(t.StoreRatio), mibs(t.DaemonHWM))
 		w.cmd(t.Command)
 	}
 	if q := r.SeqIO; q != nil {
-		w.f("**Sequential I/O.** A %s float32 `.npy` file (synthetic, each repetition a new version 0.1%% away from the last, so ckptfs codes it as a delta) is written in 1 MiB calls and read back cold in 1 MiB calls through ckptfs, through go-fuse's loopback filesystem (`fs.NewLoopbackRoot`, served by `benchrun loopback` with the mount options ckptfs uses) over a directory of the same disk, and in a plain directory of that disk, the order rotating each repetition. Reads were checked against what was written. The virtual disk is served from the host's cache, so cold reads of the plain directory and through the loopback run at GB/s and vary widely with the load. Through ckptfs the file read is the one just written, which the daemon's reference tier holds whole (its read cache is dropped through `.ckptfs/drop_caches`): no chunk is decoded, as in a save's verify step; section 8 has reads that decode.\n\n", mibs(q.FileBytes))
+		w.f("**Sequential I/O.** A %s float32 `.npy` file (synthetic, each repetition a new version 0.1%% away from the last, so ckptfs codes it as a delta) is written in 1 MiB calls and read back cold in 1 MiB calls through ckptfs; through go-fuse's loopback filesystem (`fs.NewLoopbackRoot`, served by `benchrun loopback` with the mount options ckptfs uses) over a directory of the same disk, twice: *loopback* forwards every read and write through its daemon, as ckptfs is served, and *passthrough* hands the kernel each open file's backing file (FUSE passthrough), so that reads and writes never reach its daemon; and in a plain directory of that disk, the order rotating each repetition. Reads were checked against what was written. The virtual disk is served from the host's cache, so cold reads of the plain directory and through the loopbacks run at GB/s and vary widely with the load. Through ckptfs the file read is the one just written, which the daemon's reference tier holds whole (its read cache is dropped through `.ckptfs/drop_caches`): no chunk is decoded, as in a save's verify step; section 8 has reads that decode.\n\n", mibs(q.FileBytes))
 		w.header("target", "write MB/s (median)", "read MB/s (median)", "write samples (s)", "read samples (s)")
-		for _, name := range []string{"ckptfs", "loopback", "plain"} {
-			t := q.Targets[name]
-			w.row(name, fmt.Sprintf("%.0f", t.WriteMBs), fmt.Sprintf("%.0f", t.ReadMBs), secs(t.Write), secs(t.Read))
+		for _, name := range []string{"ckptfs", "loopback", "passthrough", "plain"} {
+			if t := q.Targets[name]; t != nil {
+				w.row(name, fmt.Sprintf("%.0f", t.WriteMBs), fmt.Sprintf("%.0f", t.ReadMBs), secs(t.Write), secs(t.Read))
+			}
 		}
 		w.line("")
-		if c, l := q.Targets["ckptfs"], q.Targets["loopback"]; l.WriteMBs > 0 && l.ReadMBs > 0 {
-			w.f("ckptfs ÷ loopback: write %s, read %s. ckptfs daemon peak RSS: %s.\n\n", f2(c.WriteMBs/l.WriteMBs), f2(c.ReadMBs/l.ReadMBs), mibs(c.DaemonHWM))
+		if c, l := q.Targets["ckptfs"], q.Targets["loopback"]; l != nil && l.WriteMBs > 0 && l.ReadMBs > 0 {
+			w.f("ckptfs ÷ the forwarding loopback: write %s, read %s. ckptfs daemon peak RSS: %s.\n\n", f2(c.WriteMBs/l.WriteMBs), f2(c.ReadMBs/l.ReadMBs), mibs(c.DaemonHWM))
 		}
 		w.cmd("go run ./integration/benchrun --only seqio  (integration/benchrun/seqio.go; " + q.Order + ")")
 	}

@@ -13,16 +13,28 @@ import (
 
 	ckfs "github.com/ckptfs/ckptfs/fs"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// serveLoopback is `benchrun loopback ORIG MNT`: go-fuse's loopback
-// filesystem of ORIG at MNT, with the mount options ckptfs uses (1 MiB
-// writes and read-ahead, one-second attribute and entry timeouts), so that
-// the two differ only in what the daemon does with the bytes. It prints
-// "ready" once mounted and unmounts on SIGTERM or SIGINT.
+// serveLoopback is `benchrun loopback [-passthrough] ORIG MNT`: go-fuse's
+// loopback filesystem of ORIG at MNT, with the mount options ckptfs uses
+// (1 MiB writes and read-ahead, one-second attribute and entry timeouts).
+//
+// By default every read and write goes through the daemon, as it does
+// for ckptfs: the two then differ only in what the daemon does with the
+// bytes, and the loopback is the floor of any filesystem served that way.
+// With -passthrough, go-fuse hands the kernel each open file's backing
+// file (FUSE passthrough, Linux 6.9 and root), and reads and writes no
+// longer reach the daemon at all: the kernel serves them from the backing
+// file as it would a plain directory. It prints "ready" once mounted and
+// unmounts on SIGTERM or SIGINT.
 func serveLoopback(args []string) error {
+	passthrough := len(args) > 0 && args[0] == "-passthrough"
+	if passthrough {
+		args = args[1:]
+	}
 	if len(args) != 2 {
-		return errors.New("usage: benchrun loopback ORIG MNT")
+		return errors.New("usage: benchrun loopback [-passthrough] ORIG MNT")
 	}
 	root, err := gofs.NewLoopbackRoot(args[0])
 	if err != nil {
@@ -33,6 +45,9 @@ func serveLoopback(args []string) error {
 	o.MaxWrite = 1 << 20
 	o.MaxReadAhead = 1 << 20
 	o.FsName, o.Name = "loopback", "loopback"
+	if !passthrough {
+		o.DisabledCapabilities = fuse.CAP_PASSTHROUGH
+	}
 	o.DirectMount = os.Geteuid() == 0
 	server, err := gofs.Mount(args[1], root, o)
 	if err != nil {
@@ -62,14 +77,19 @@ type loopback struct {
 	mnt string
 }
 
-// startLoopback mounts orig at mnt with this program as the server.
-func (b *bench) startLoopback(orig, mnt string) (*loopback, error) {
+// startLoopback mounts orig at mnt with this program as the server,
+// forwarding every read and write through it unless passthrough.
+func (b *bench) startLoopback(orig, mnt string, passthrough bool) (*loopback, error) {
 	for _, d := range []string{orig, mnt} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	cmd := exec.Command(b.self, "loopback", orig, mnt)
+	args := []string{"loopback", orig, mnt}
+	if passthrough {
+		args = []string{"loopback", "-passthrough", orig, mnt}
+	}
+	cmd := exec.Command(b.self, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -10,8 +10,8 @@
 // some sections and keeps the others' figures from the existing JSON, for
 // working on one section; the committed document comes from a full run.
 //
-// "benchrun loopback ORIG MNT" is the go-fuse loopback server the sequential
-// I/O section compares ckptfs with, run by this program as a subprocess;
+// "benchrun loopback [-passthrough] ORIG MNT" is the go-fuse loopback server
+// the sections compare ckptfs with, run by this program as a subprocess;
 // "benchrun peakrss" measures one command's own peak RSS (peakrss.go).
 package main
 

@@ -180,17 +180,18 @@ type TorchIO struct {
 	CheckpointBytes int64               `json:"checkpoint_bytes"`
 	Params          int64               `json:"parameters"`
 	StepsPerSave    int                 `json:"steps_per_save"`
-	Ops             map[string]*ABTimes `json:"ops"` // save, load, cp_in, cp_out
+	Ops             map[string]*ABTimes `json:"ops"` // save, load, cp_in, cp_out; save_loopback: the forwarding loopback as "mount"
 	Identical       bool                `json:"identical"`
 	StoreRatio      float64             `json:"written_volume_ratio"` // of the mount after the run
 	DaemonHWM       int64               `json:"daemon_peak_rss_bytes"`
 }
 
-// SeqIO is sequential write and read through ckptfs, a go-fuse loopback
-// mount and a plain directory of the same disk.
+// SeqIO is sequential write and read through ckptfs, go-fuse loopback
+// mounts (forwarding, and passthrough) and a plain directory of the same
+// disk.
 type SeqIO struct {
 	FileBytes int64                `json:"file_bytes"`
-	Targets   map[string]*SeqTimes `json:"targets"` // ckptfs, loopback, plain
+	Targets   map[string]*SeqTimes `json:"targets"` // ckptfs, loopback, passthrough, plain
 	Order     string               `json:"order"`
 }
 

@@ -22,8 +22,10 @@ type seqTarget struct {
 }
 
 // runSeqIOSection writes and reads a 512 MiB float32 .npy file sequentially
-// (1 MiB calls) through ckptfs, a go-fuse loopback mount of the same disk and
-// the plain directory, rotating the order each repetition. Each repetition
+// (1 MiB calls) through ckptfs, two go-fuse loopback mounts of the same disk
+// (one forwarding every read and write through its daemon, one handing them
+// to the kernel: passthrough) and the plain directory, rotating the order
+// each repetition. Each repetition
 // writes a new version of the file (0.1% drift), so ckptfs codes it against
 // the previous one as it would a checkpoint. Reads are cold.
 func runSeqIOSection(b *bench) error {
@@ -37,19 +39,26 @@ func runSeqIOSection(b *bench) error {
 		}
 	}()
 	base := filepath.Join(b.tmp, "seq")
-	orig := filepath.Join(base, "loop-orig")
-	lb, err := b.startLoopback(orig, filepath.Join(base, "loop-mnt"))
+	orig, ptOrig := filepath.Join(base, "loop-orig"), filepath.Join(base, "passthrough-orig")
+	lb, err := b.startLoopback(orig, filepath.Join(base, "loop-mnt"), false)
 	if err != nil {
+		return err
+	}
+	pt, err := b.startLoopback(ptOrig, filepath.Join(base, "passthrough-mnt"), true)
+	if err != nil {
+		lb.stop()
 		return err
 	}
 	defer func() {
 		if lb != nil {
 			lb.stop()
+			pt.stop()
 		}
 	}()
 	targets := []seqTarget{
 		{"ckptfs", d.mnt, func(p string) { evict(p); d.evictStore() }},
 		{"loopback", lb.mnt, func(p string) { evict(p); evictTree(orig) }},
+		{"passthrough", pt.mnt, func(p string) { evict(p); evictTree(ptOrig) }},
 		{"plain", filepath.Join(base, "plain"), func(p string) { evict(p) }},
 	}
 	sec := &SeqIO{FileBytes: seqBytes, Targets: map[string]*SeqTimes{}}
@@ -103,7 +112,7 @@ func runSeqIOSection(b *bench) error {
 	}
 	sec.Targets["ckptfs"].DaemonHWM = d.peakRSS()
 	b.res.SeqIO = sec
-	err = errors.Join(lb.stop(), d.unmount())
+	err = errors.Join(lb.stop(), pt.stop(), d.unmount())
 	lb, d = nil, nil
 	return err
 }

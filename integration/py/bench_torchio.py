@@ -12,6 +12,9 @@ saves as in any Adam training.
 Per repetition r (--reps, default 5), the order of mount and plain alternates
 (mount first when r is even):
   save    torch.save of the same state to MOUNT/ckpt-N.pt and PLAIN/ckpt-N.pt
+          (and, with --fuse, to FUSE/ckpt-N.pt, a FUSE mount that forwards
+          every write through its daemon: the floor of any filesystem served
+          that way; the three in turn, the order rotating)
 After all saves, each pair is checked byte for byte, then per repetition:
   load    torch.load of each (both cold: the file, and for the mount every
           file of --store, are written back and dropped from the page cache,
@@ -104,6 +107,7 @@ def main():
     p.add_argument("--plain", required=True)
     p.add_argument("--plain2", required=True, help="second plain directory, the cp_in target beside the mount")
     p.add_argument("--outdir", required=True, help="plain directory cp_out copies to")
+    p.add_argument("--fuse", help="a forwarding FUSE mount that saves are also timed into")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--vocab", type=int, default=40000)
     p.add_argument("--dim", type=int, default=256)
@@ -116,6 +120,8 @@ def main():
     for d in (a.plain, a.plain2, a.outdir, os.path.join(a.mount, "cpin"), os.path.join(a.plain2, "cpin")):
         os.makedirs(d, exist_ok=True)
     times = {op: {"mount": [], "plain": []} for op in ("save", "load", "cp_in", "cp_out")}
+    if a.fuse:
+        times["save"]["fuse"] = []
     names = []
 
     def pair(r):
@@ -123,19 +129,28 @@ def main():
         return both if r % 2 == 0 else both[::-1]
 
     step = 0
+    def saves(r):
+        if not a.fuse:
+            return pair(r)
+        three = [("mount", a.mount), ("plain", a.plain), ("fuse", a.fuse)]
+        return three[r % 3:] + three[:r % 3]
+
     for r in range(a.reps):
         train(a.steps_per_save)
         step += a.steps_per_save
         state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}
         name = "ckpt-%06d.pt" % step
         names.append(name)
-        for side, d in pair(r):
+        for side, d in saves(r):
             t0 = time.perf_counter()
             torch.save(state, os.path.join(d, name))
             times["save"][side].append(time.perf_counter() - t0)
         print("save %d done" % r, file=sys.stderr, flush=True)
 
     identical = all(filecmp.cmp(os.path.join(a.mount, n), os.path.join(a.plain, n), shallow=False) for n in names)
+    if a.fuse:
+        identical = identical and all(
+            filecmp.cmp(os.path.join(a.fuse, n), os.path.join(a.plain, n), shallow=False) for n in names)
     size = os.path.getsize(os.path.join(a.plain, names[-1]))
 
     def cold(side, path):
