@@ -161,7 +161,6 @@ var (
 )
 
 func (s *statsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	s.fsys.commits.wait() // the size of the report that open will render
 	h, _ := fh.(*statsHandle)
 	s.attr(&out.Attr, h)
 	return 0
@@ -173,6 +172,7 @@ func (s *statsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.A
 func (s *statsNode) attr(out *fuse.Attr, h *statsHandle) {
 	s.fsys.controlAttr(out, controlStatsMode, controlStatsIno)
 	if h == nil && s.fsys.Stats != nil {
+		s.fsys.commits.wait() // the report that open will render
 		if data, err := s.fsys.Stats(); err == nil {
 			h = &statsHandle{data: data, at: time.Now()}
 		}

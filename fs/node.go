@@ -177,6 +177,7 @@ const storedCacheMax = 1 << 16
 
 // Getattr reports the inode's attributes.
 func (n *Node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.fsys.waitSmallCommit(n.ino)
 	in, err := n.fsys.store.Inode(n.ino)
 	if err != nil {
 		return toErrno(err)

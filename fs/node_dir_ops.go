@@ -29,6 +29,9 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 		return n.controlNode(ctx, out), 0
 	}
 	in, err := n.fsys.store.Lookup(n.ino, name)
+	if err == nil && n.fsys.waitSmallCommit(in.Ino) {
+		in, err = n.fsys.store.Lookup(n.ino, name) // as the commit left it
+	}
 	if err != nil {
 		return nil, toErrno(err)
 	}

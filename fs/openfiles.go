@@ -27,6 +27,9 @@ type openFile struct {
 	// the next fsync reports.
 	pending *pendingCommit
 	failed  error
+	// smallCommit is pending when the file is small (statWaitMax), for
+	// stat, which reads it without mu and waits for it (writeback.go).
+	smallCommit atomic.Pointer[pendingCommit]
 }
 
 // noteSize records the writer's size for stat; call with mu held, after

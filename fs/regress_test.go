@@ -210,15 +210,35 @@ func TestControlFileAttributes(t *testing.T) {
 }
 
 // fillDevice writes files of random bytes until one does not fit, then
-// smaller ones, down to less than a page free.
+// smaller ones, down to less than a page free. A file committing in the
+// background holds the space its writes reserved until its commit lands,
+// which may need less: so it waits for the commits (fsync of the root) and
+// fills again, until a pass writes nothing.
 func fillDevice(t *testing.T, m *testMount) {
 	t.Helper()
-	for i, size := 0, 1<<20; size >= 4096; i++ {
-		err := os.WriteFile(m.path(fmt.Sprintf("filler-%d", i)), randomBytes(int64(100+i), size), 0o644)
-		if errors.Is(err, syscall.ENOSPC) {
-			size /= 4
-		} else if err != nil {
+	for i := 0; ; {
+		wrote := false
+		for size := 1 << 20; size >= 4096; i++ {
+			err := os.WriteFile(m.path(fmt.Sprintf("filler-%d", i)), randomBytes(int64(100+i), size), 0o644)
+			if errors.Is(err, syscall.ENOSPC) {
+				size /= 4
+			} else if err != nil {
+				t.Fatal(err)
+			} else {
+				wrote = true
+			}
+		}
+		root, err := os.Open(m.dir)
+		if err != nil {
 			t.Fatal(err)
+		}
+		err = root.Sync()
+		root.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !wrote {
+			return
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -204,4 +205,78 @@ func TestDropCaches(t *testing.T) {
 	if _, err := os.ReadFile(m.path(controlDir, "drop_caches")); err == nil {
 		t.Error("drop_caches could be read")
 	}
+}
+
+// TestSmallFileCommitsInBackground: a small file's close returns before
+// its commit too (a commit is a synced metadata transaction, which a
+// Hugging Face Trainer save paid at every close of its small files), but
+// stat waits for it, so that the file's st_blocks never changes after close.
+func TestSmallFileCommitsInBackground(t *testing.T) {
+	backend := &gatedBackend{Backend: memstore.New(4096, 32<<10)}
+	m := newTestMountOn(t, backend)
+	name := m.path("trainer_state.json")
+	v := randomBytes(11, 3000)
+	open := backend.shut()
+	defer func() {
+		if open != nil {
+			open() // a failed test still unmounts
+		}
+	}()
+	closed := async(func() error { return os.WriteFile(name, v, 0o644) })
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("close of a small file waited for its commit")
+	}
+	var st unix.Stat_t
+	stat := async(func() error { return unix.Stat(name, &st) })
+	stillWaiting(t, "stat of a small file committing", stat)
+	open()
+	open = nil
+	if err := <-stat; err != nil {
+		t.Fatal(err)
+	}
+	m.fsys.Drain()
+	if again := statT(t, name); again.Blocks != st.Blocks || again.Size != int64(len(v)) {
+		t.Errorf("after the commit: size %d blocks %d; stat after close: blocks %d (want the same, and size %d)",
+			again.Size, again.Blocks, st.Blocks, len(v))
+	}
+	wantContent(t, name, v)
+}
+
+// TestBackgroundCommitsBounded: past maxBackgroundCommits files committing
+// in the background, close commits before it returns: a program closing
+// small files faster than they commit meets back-pressure, not a backlog
+// that grows in memory.
+func TestBackgroundCommitsBounded(t *testing.T) {
+	backend := &gatedBackend{Backend: memstore.New(4096, 32<<10)}
+	m := newTestMountOn(t, backend)
+	open := backend.shut()
+	defer func() {
+		if open != nil {
+			open()
+		}
+	}()
+	for i := 0; i < maxBackgroundCommits; i++ {
+		if err := os.WriteFile(m.path(fmt.Sprintf("f-%d", i)), randomBytes(int64(20+i), 2000), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.fsys.runningCommits(); n != maxBackgroundCommits {
+		t.Fatalf("%d commits in the background, want %d", n, maxBackgroundCommits)
+	}
+	last := randomBytes(99, 2000)
+	closed := async(func() error { return os.WriteFile(m.path("last"), last, 0o644) })
+	stillWaiting(t, "close past the bound", closed)
+	open()
+	open = nil
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	m.fsys.Drain()
+	wantContent(t, m.path("last"), last)
+	wantContent(t, m.path("f-7"), randomBytes(27, 2000))
 }
