@@ -175,6 +175,10 @@ func headline(w *docWriter, r *Results) {
 		if l := t.Ops["save_loopback"]; l != nil {
 			w.f(" torch.save into a go-fuse loopback that forwards writes through its daemon: %s× plain; ckptfs ÷ that loopback %s×.", f2(l.Ratio), f2(t.Ops["save"].MountMed/l.MountMed))
 		}
+		if m, l := t.Ops["save_rotated"], t.Ops["save_rotated_loopback"]; m != nil && l != nil {
+			w.f(" Saves that delete the previous checkpoint first (the plain directory then reuses the memory it freed): ckptfs %s s, the loopback %s s, plain %s s (ckptfs %s× plain).",
+				f2(m.MountMed), f2(l.MountMed), f2(m.PlainMed), f2(m.Ratio))
+		}
 		w.line("")
 	}
 	if s := r.SaveStall; s != nil {

@@ -180,7 +180,7 @@ type TorchIO struct {
 	CheckpointBytes int64               `json:"checkpoint_bytes"`
 	Params          int64               `json:"parameters"`
 	StepsPerSave    int                 `json:"steps_per_save"`
-	Ops             map[string]*ABTimes `json:"ops"` // save, load, cp_in, cp_out; save_loopback: the forwarding loopback as "mount"
+	Ops             map[string]*ABTimes `json:"ops"` // save, load, cp_in, cp_out; save_loopback: the forwarding loopback as "mount"; save_rotated(_loopback): saves with the previous one deleted first
 	Identical       bool                `json:"identical"`
 	StoreRatio      float64             `json:"written_volume_ratio"` // of the mount after the run
 	DaemonHWM       int64               `json:"daemon_peak_rss_bytes"`

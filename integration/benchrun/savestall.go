@@ -235,6 +235,9 @@ func saveStallDoc(w *docWriter, s *SaveStall, t *TorchIO) {
 		if l := t.Ops["save_loopback"]; l != nil {
 			w.f(" Into the forwarding loopback: %.2fx.", l.Ratio)
 		}
+		if m, l := t.Ops["save_rotated"], t.Ops["save_rotated_loopback"]; m != nil && l != nil {
+			w.f(" With the previous checkpoint deleted first, so that the plain directory's page cache reuses the memory it freed: %.2fx, and %.2fx into the forwarding loopback.", m.Ratio, l.Ratio)
+		}
 		w.f("\n\n")
 	}
 	w.cmd(s.Command)

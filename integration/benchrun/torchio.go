@@ -70,6 +70,12 @@ func runTorchIOSection(b *bench) error {
 	// The loopback in the mount's place: its time against the plain
 	// directory's, the same saves.
 	sec.Ops["save_loopback"] = abTimes(got.Times["save"]["fuse"], got.Times["save"]["plain"], got.CheckpointBytes)
+	rot := got.Times["save_rotated"]
+	if len(rot["mount"]) != b.reps || len(rot["plain"]) != b.reps || len(rot["fuse"]) != b.reps {
+		return fmt.Errorf("bench_torchio.py: rotated saves %d/%d/%d, want %d", len(rot["mount"]), len(rot["plain"]), len(rot["fuse"]), b.reps)
+	}
+	sec.Ops["save_rotated"] = abTimes(rot["mount"], rot["plain"], got.CheckpointBytes)
+	sec.Ops["save_rotated_loopback"] = abTimes(rot["fuse"], rot["plain"], got.CheckpointBytes)
 	if err := lb.stop(); err != nil {
 		return err
 	}

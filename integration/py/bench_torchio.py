@@ -14,7 +14,10 @@ Per repetition r (--reps, default 5), the order of mount and plain alternates
   save    torch.save of the same state to MOUNT/ckpt-N.pt and PLAIN/ckpt-N.pt
           (and, with --fuse, to FUSE/ckpt-N.pt, a FUSE mount that forwards
           every write through its daemon: the floor of any filesystem served
-          that way; the three in turn, the order rotating)
+          that way; the three in turn, the order rotating), each repetition
+          after the previous one's commits landed and sync(2) wrote it back
+  save_rotated  --reps more saves like those, each side's previous file
+          deleted just before (a training that keeps one checkpoint), with --fuse
 After all saves, each pair is checked byte for byte, then per repetition:
   load    torch.load of each (both cold: the file, and for the mount every
           file of --store, are written back and dropped from the page cache,
@@ -141,13 +144,50 @@ def main():
         state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}
         name = "ckpt-%06d.pt" % step
         names.append(name)
+        # Each save starts as a training's next one would, minutes later: the
+        # previous ones committed (fsync of the mount's root waits for its
+        # background commits) and written back to the disk.
+        fd = os.open(a.mount, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+        os.sync()
         for side, d in saves(r):
             t0 = time.perf_counter()
             torch.save(state, os.path.join(d, name))
             times["save"][side].append(time.perf_counter() - t0)
         print("save %d done" % r, file=sys.stderr, flush=True)
 
-    identical = all(filecmp.cmp(os.path.join(a.mount, n), os.path.join(a.plain, n), shallow=False) for n in names)
+    # The same saves as a training that keeps one checkpoint: each side's
+    # previous one is deleted just before the next, so that the plain
+    # directory's page cache reuses the memory it has just freed.
+    rotated_same = True
+    if a.fuse:
+        times["save_rotated"] = {"mount": [], "plain": [], "fuse": []}
+        for d in (a.mount, a.plain, a.fuse):
+            os.makedirs(os.path.join(d, "rot"), exist_ok=True)
+        for r in range(a.reps):
+            train(a.steps_per_save)
+            step += a.steps_per_save
+            state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}
+            fd = os.open(a.mount, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+            os.sync()
+            for side, d in saves(r):
+                path = os.path.join(d, "rot", "ckpt.pt")
+                if os.path.exists(path):
+                    os.remove(path)
+                t0 = time.perf_counter()
+                torch.save(state, path)
+                times["save_rotated"][side].append(time.perf_counter() - t0)
+        rotated_same = all(filecmp.cmp(os.path.join(d, "rot", "ckpt.pt"), os.path.join(a.plain, "rot", "ckpt.pt"),
+                                       shallow=False) for d in (a.mount, a.fuse))
+        for d in (a.mount, a.plain, a.fuse):
+            os.remove(os.path.join(d, "rot", "ckpt.pt"))
+        print("rotated saves done", file=sys.stderr, flush=True)
+
+    identical = rotated_same and all(
+        filecmp.cmp(os.path.join(a.mount, n), os.path.join(a.plain, n), shallow=False) for n in names)
     if a.fuse:
         identical = identical and all(
             filecmp.cmp(os.path.join(a.fuse, n), os.path.join(a.plain, n), shallow=False) for n in names)
