@@ -68,11 +68,14 @@ func seedOf(b []byte) int {
 }
 
 // churn is a workload that records, outside the mount, what it committed:
-// an operation counts once its last system call returned.
+// an operation counts once its last system call returned, a plain save once
+// an fsync of the directory followed it (until then its commit may still
+// run in the background, and a crash may leave what the file held before).
 type churn struct {
 	dir       string
 	mu        sync.Mutex
 	committed map[string]int // path -> seed
+	closed    map[string]int // saved and closed since the last fsync: path -> seed
 	inflight  string         // description of the operation under way
 	touched   []string       // paths the in-flight operation may have changed
 }
@@ -86,12 +89,21 @@ func (c *churn) run(rng *rand.Rand, stop <-chan struct{}) {
 		}
 		seed := rng.Intn(1_000_000)
 		var err error
-		switch op := rng.Intn(10); {
+		switch op := rng.Intn(11); {
 		case op < 5:
 			p := fmt.Sprintf("ckpt-%d.npy", i)
 			c.begin("write "+p, p)
 			err = os.WriteFile(filepath.Join(c.dir, p), npyOf(seed), 0o644)
-			c.end(err, func() { c.committed[p] = seed })
+			c.end(err, func() { c.closed[p] = seed })
+		case op == 10: // fsync of the directory: every save closed before is durable
+			c.begin("sync")
+			err = fsyncPath(c.dir)
+			c.end(err, func() {
+				for p, s := range c.closed {
+					c.committed[p] = s
+				}
+				clear(c.closed)
+			})
 		case op < 7: // atomic save: temp, fsync, rename
 			c.begin("atomic latest.npy", "latest.npy", "latest.tmp")
 			err = atomicWrite(filepath.Join(c.dir, "latest.tmp"), filepath.Join(c.dir, "latest.npy"), npyOf(seed))
@@ -140,7 +152,7 @@ func (c *churn) any(rng *rand.Rand) string {
 	defer c.mu.Unlock()
 	var names []string
 	for p := range c.committed {
-		if !strings.HasPrefix(p, "moved-moved-") {
+		if _, saving := c.closed[p]; !saving && !strings.HasPrefix(p, "moved-moved-") {
 			names = append(names, p)
 		}
 	}
@@ -191,7 +203,14 @@ func (c *churn) verify(t *testing.T) {
 			t.Fatalf("read %s after the crash: %v", e.Name(), err)
 		}
 		seed, committed := c.committed[e.Name()]
+		saved, closed := c.closed[e.Name()]
 		switch {
+		case closed && !touched[e.Name()]:
+			// Its commit may not have landed: the new save whole, or what the
+			// file held before (the committed save, or nothing), never a mix.
+			if !bytes.Equal(b, npyOf(saved)) && len(b) != 0 && !(committed && bytes.Equal(b, npyOf(seed))) {
+				t.Fatalf("%s, closed and not fsynced, holds %d bytes that are neither its save nor what it held (in flight: %s)", e.Name(), len(b), c.inflight)
+			}
 		case committed && !touched[e.Name()]:
 			if !bytes.Equal(b, npyOf(seed)) {
 				t.Fatalf("committed %s damaged by the crash (in flight: %s)", e.Name(), c.inflight)
@@ -208,9 +227,11 @@ func (c *churn) verify(t *testing.T) {
 			}
 		}
 	}
-	for p := range c.committed {
-		if !present[p] && !touched[p] {
-			t.Fatalf("committed %s lost in the crash (in flight: %s)", p, c.inflight)
+	for _, m := range []map[string]int{c.committed, c.closed} {
+		for p := range m {
+			if !present[p] && !touched[p] {
+				t.Fatalf("%s lost in the crash (in flight: %s)", p, c.inflight)
+			}
 		}
 	}
 	// Resynchronise the model with what survived the interrupted operation.
@@ -224,6 +245,7 @@ func (c *churn) verify(t *testing.T) {
 		}
 	}
 	c.committed, c.inflight, c.touched = next, "", nil
+	clear(c.closed)
 }
 
 // TestKillDaemonDuringWorkload kills the daemon with SIGKILL at random
@@ -236,7 +258,7 @@ func TestKillDaemonDuringWorkload(t *testing.T) {
 		trials = 50
 	}
 	m := newMount(t)
-	c := &churn{dir: m.path("w"), committed: map[string]int{}}
+	c := &churn{dir: m.path("w"), committed: map[string]int{}, closed: map[string]int{}}
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
