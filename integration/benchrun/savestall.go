@@ -102,48 +102,37 @@ func runSaveStallSection(b *bench) error {
 	}
 	sec := &SaveStall{Command: b.display(append([]string{py}, args("OUT")...)...) + "  (OUT in the mount, in a plain directory and in the loopback, in turn)",
 		PythonVersion: py}
-	kinds := []string{"mount", "plain", "loopback"}
+	// Each target's directory, and where its runs' wall times and times
+	// inside the saves go.
+	targets := []struct {
+		dir          string
+		wall, inSave *[]float64
+	}{
+		{d.mnt, &sec.Mount, &sec.MountSaves},
+		{filepath.Join(base, "plain"), &sec.Plain, &sec.PlainSaves},
+		{lb.mnt, &sec.Loopback, &sec.LoopbackSaves},
+	}
 	for r := 0; r < b.reps; r++ {
 		run := "run-" + string(rune('a'+r))
-		for i := range kinds {
-			kind := kinds[(i+r)%len(kinds)]
-			out := filepath.Join(base, "plain", run)
-			switch kind {
-			case "mount":
-				out = filepath.Join(d.mnt, run)
-			case "loopback":
-				out = filepath.Join(lb.mnt, run)
-			}
+		for i := range targets {
+			t := targets[(i+r)%len(targets)]
 			t0 := time.Now()
-			stdout, err := b.output(nil, py, args(out)...)
+			stdout, err := b.output(nil, py, args(filepath.Join(t.dir, run))...)
 			if err != nil {
 				return err
 			}
-			wall := since(t0)
+			*t.wall = append(*t.wall, since(t0))
 			saves, err := saveSeconds(stdout)
 			if err != nil {
 				return err
 			}
-			switch kind {
-			case "mount":
-				sec.MountSaves = append(sec.MountSaves, saves)
-			case "plain":
-				sec.PlainSaves = append(sec.PlainSaves, saves)
-			default:
-				sec.LoopbackSaves = append(sec.LoopbackSaves, saves)
-			}
-			switch kind {
-			case "mount":
-				sec.Mount = append(sec.Mount, wall)
+			*t.inSave = append(*t.inSave, saves)
+			if t.dir == d.mnt {
 				t1 := time.Now()
 				if err := fsyncDir(d.mnt); err != nil {
 					return fmt.Errorf("drain after the training: %w", err)
 				}
 				sec.Drain = append(sec.Drain, since(t1))
-			case "plain":
-				sec.Plain = append(sec.Plain, wall)
-			default:
-				sec.Loopback = append(sec.Loopback, wall)
 			}
 		}
 		logf("trainer repetition %d: mount %.1f s, plain %.1f s, loopback %.1f s", r, sec.Mount[r], sec.Plain[r], sec.Loopback[r])
