@@ -5,7 +5,6 @@ import (
 	"syscall"
 
 	"github.com/ckptfs/ckptfs/chain"
-
 	"github.com/sirupsen/logrus"
 )
 
