@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/staging"
 	"github.com/ckptfs/ckptfs/chain/storage/pagestore"
 	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/encode"
@@ -55,6 +56,8 @@ type DirStore struct {
 	// MetaPages is the device region [0, MetaPages) that metadata writes
 	// are accounted to; encoded chunks live in the pages after it.
 	MetaPages int64
+	// Staging holds the files being saved into a mount (chain/staging).
+	Staging *staging.Dir
 }
 
 // metaRegion is the size of the device region metadata writes are accounted
@@ -124,6 +127,18 @@ func OpenDir(dir string, o DirOptions) (*DirStore, error) {
 	}
 	if ds.Store, err = NewStore(db, data, accounts, o.Options); err != nil {
 		return fail(err)
+	}
+	// Saves closed before a daemon died are still in their staging files:
+	// they become the files' content before anything reads the store.
+	if ds.Staging, err = staging.OpenDir(filepath.Join(dir, staging.Name)); err != nil {
+		ds.Store.Close()
+		return fail(err)
+	}
+	if n, err := ds.Store.RecoverStaged(ds.Staging); err != nil {
+		ds.Store.Close()
+		return fail(err)
+	} else if n > 0 {
+		logrus.Warnf("store %s: recovered %d saves closed before the daemon stopped", dir, n)
 	}
 	return ds, nil
 }

@@ -44,6 +44,12 @@ type Report struct {
 	// one page per change for the plain filesystem), labelled as such.
 	MetadataPagesEstimate       int64 `json:"metadata_pages_estimate"`
 	ShadowMetadataPagesEstimate int64 `json:"shadow_metadata_pages_estimate"`
+	// StagedPages: pages of staging files the host would have written back
+	// (fsync, dirty expiry or limit) before their encoding; on the device.
+	StagedPages int64 `json:"staged_pages"`
+	// SaveMode is how a mount's saves reach their staging files:
+	// "passthrough" or "daemon-written" (empty offline).
+	SaveMode string `json:"save_mode,omitempty"`
 
 	Device   nandsim.Stats `json:"device"`
 	Shadow   nandsim.Stats `json:"shadow"`
@@ -169,6 +175,7 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	sort.Slice(r.FileRows, func(i, j int) bool { return r.FileRows[i].Path < r.FileRows[j].Path })
 	r.MetadataPagesEstimate = ds.wear.MetadataPages()
 	r.ShadowMetadataPagesEstimate = ds.wear.ShadowMetadataPages()
+	r.StagedPages = ds.wear.StagedPages()
 	if r.Shadow.HostPagesWritten > 0 {
 		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(r.Shadow.HostPagesWritten)
 	}

@@ -172,7 +172,7 @@ func (s *statsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.A
 func (s *statsNode) attr(out *fuse.Attr, h *statsHandle) {
 	s.fsys.controlAttr(out, controlStatsMode, controlStatsIno)
 	if h == nil && s.fsys.Stats != nil {
-		s.fsys.commits.wait() // the report that open will render
+		s.fsys.Drain() // the report that open will render
 		if data, err := s.fsys.Stats(); err == nil {
 			h = &statsHandle{data: data, at: time.Now()}
 		}
@@ -190,7 +190,7 @@ func (s *statsNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 	if s.fsys.Stats == nil {
 		return nil, 0, syscall.ENOENT
 	}
-	s.fsys.commits.wait() // the report covers every file closed before
+	s.fsys.Drain() // the report covers every file closed before
 	data, err := s.fsys.Stats()
 	if err != nil {
 		return nil, 0, toErrno(err)

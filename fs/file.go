@@ -3,9 +3,11 @@ package fs
 import (
 	"context"
 	"io"
+	"os"
 	"syscall"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain/staging"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/sirupsen/logrus"
@@ -17,6 +19,27 @@ type handle struct {
 	n     *Node
 	of    *openFile
 	flags uint32
+	// pt: the kernel serves this handle from sf, the inode's backing file
+	// (staged.go); its reads and writes do not reach us.
+	pt bool
+	sf *stagedFile
+}
+
+// ptHandle is a passthrough handle: go-fuse registers its backing file.
+type ptHandle struct{ *handle }
+
+var _ gofs.FilePassthroughFder = ptHandle{}
+
+// PassthroughFd is the staging file the kernel serves the handle from.
+func (h ptHandle) PassthroughFd() (int, bool) { return int(h.sf.Fd()), true }
+
+// fileHandle is what go-fuse is handed: only passthrough handles offer a
+// backing file.
+func (h *handle) fileHandle() gofs.FileHandle {
+	if h.pt {
+		return ptHandle{h}
+	}
+	return h
 }
 
 var (
@@ -32,30 +55,41 @@ var (
 
 func nowNano() int64 { return time.Now().UnixNano() }
 
-// Read serves uncommitted bytes if the file is being written, else the
-// committed version (rebuilt chunk by chunk, with read-ahead).
+// staged returns the inode's staging file, or nil when the committed
+// content is the file's.
+func (h *handle) staged() *stagedFile {
+	h.of.mu.Lock()
+	defer h.of.mu.Unlock()
+	return h.of.stage
+}
+
+// Read serves the staged content if the file is being written or
+// committed, else the committed version (rebuilt chunk by chunk, with
+// read-ahead).
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if h.pt {
+		h.n.fsys.passthroughRefused()
+	}
+	for {
+		if sf := h.staged(); sf != nil {
+			var n int
+			err := sf.use(func(f *os.File) error {
+				var err error
+				n, err = f.ReadAt(dest, off)
+				return err
+			})
+			if err == errGone {
+				continue // committed meanwhile
+			}
+			if err != nil && err != io.EOF {
+				return nil, toErrno(err)
+			}
+			return fuse.ReadResultData(dest[:n]), 0
+		}
+		break
+	}
 	of := h.of
 	of.mu.Lock()
-	if of.writer != nil {
-		n, err := of.writer.ReadAt(dest, off)
-		of.mu.Unlock()
-		if err != nil && err != io.EOF {
-			return nil, toErrno(err)
-		}
-		return fuse.ReadResultData(dest[:n]), 0
-	}
-	if of.reader == nil {
-		of.waitCommit()
-	}
-	if of.writer != nil { // a writer started while we waited
-		n, err := of.writer.ReadAt(dest, off)
-		of.mu.Unlock()
-		if err != nil && err != io.EOF {
-			return nil, toErrno(err)
-		}
-		return fuse.ReadResultData(dest[:n]), 0
-	}
 	if of.reader == nil {
 		in, err := h.n.fsys.store.Inode(h.n.ino)
 		if err == nil {
@@ -76,42 +110,111 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Write stores data at off (at the end for O_APPEND).
-func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+// touch notes a change of the staged content by a request, and returns the
+// staging file. The file counts as open (not closed) again.
+func (h *handle) touch() (*stagedFile, syscall.Errno) {
+	if h.pt {
+		h.n.fsys.passthroughRefused()
+	}
 	of := h.of
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	w, errno := h.n.writer(of, false)
+	sf := of.stage
+	if sf == nil {
+		return nil, syscall.EBADF
+	}
+	of.dirty = true
+	if err := sf.Mark(staging.Open); err != nil {
+		return nil, toErrno(err)
+	}
+	return sf, 0
+}
+
+// Write stores data at off (at the end for O_APPEND) in the staging file.
+// A full host filesystem answers ENOSPC here, as a plain one would.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	sf, errno := h.touch()
 	if errno != 0 {
 		return 0, errno
 	}
-	if h.flags&syscall.O_APPEND != 0 {
-		off = w.Size()
+	if off+int64(len(data)) > maxFileSize {
+		return 0, syscall.EFBIG
 	}
-	n, err := w.WriteAt(data, off, nowNano())
-	of.noteSize()
-	if err != nil {
-		return uint32(n), toErrno(err)
-	}
-	return uint32(n), 0
+	var n int
+	err := sf.use(func(f *os.File) error {
+		if h.flags&syscall.O_APPEND != 0 {
+			st, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			off = st.Size()
+		}
+		var err error
+		n, err = f.WriteAt(data, off)
+		return err
+	})
+	return uint32(n), toErrno(err)
 }
 
-// Flush runs at every close(2): a handle that may write commits the file,
-// in the background unless SyncClose (writeback.go).
+// Flush runs at every close(2). When the inode's only writer closes, its
+// staging file is marked closed: from then on a crash of the daemon keeps
+// it (the next open of the store ingests it), as a plain filesystem keeps
+// a file closed before its writer was killed. With SyncClose, or when the
+// simulated device may not hold the file (spaceTight), the commit runs
+// before close returns, which then reports its failure (ENOSPC), and the
+// file keeps its previous content.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	if !writable(h.flags) {
 		return 0
 	}
-	h.of.mu.Lock()
-	defer h.of.mu.Unlock()
-	return h.n.commitClose(h.of)
+	of := h.of
+	only := h.n.fsys.open.writers(of) == 1
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	if err := of.failed; err != nil {
+		of.failed = nil
+		return toErrno(err)
+	}
+	if !only || of.stage == nil || !of.dirty {
+		return 0
+	}
+	if h.n.fsys.SyncClose || h.n.fsys.spaceTight(of.stage) {
+		errno := h.n.commitStaged(of)
+		if errno != 0 {
+			of.dirty = false // reported: the previous content stays
+		}
+		return errno
+	}
+	h.n.beginCommit(of)
+	return toErrno(of.stage.Mark(staging.Closed))
 }
 
-// Fsync commits the file and makes the store durable.
+// spaceTight reports whether the simulated device might not hold sf's
+// content stored as it is, with what the commits under way may take.
+func (f *FS) spaceTight(sf *stagedFile) bool {
+	size, _, ok := sf.attr()
+	if !ok {
+		return false
+	}
+	st := f.store.Statfs()
+	free := st.FreePages*int64(st.PageSize) - f.stagedBytes.Load()
+	return size+size/8+(1<<20) > free
+}
+
+// Fsync makes the staged content durable on the host and commits it, then
+// makes the store durable.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	h.of.mu.Lock()
-	errno := h.n.commit(h.of)
-	h.of.mu.Unlock()
+	of := h.of
+	of.mu.Lock()
+	if sf := of.stage; sf != nil && of.dirty {
+		if err := sf.use(func(*os.File) error { return sf.Sync() }); err != nil {
+			of.mu.Unlock()
+			return toErrno(err)
+		}
+		h.n.fsys.chargeStaged(sf)
+	}
+	errno := h.n.commitStaged(of)
+	of.mu.Unlock()
 	if errno != 0 {
 		return errno
 	}
@@ -120,6 +223,9 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Release runs when the last descriptor of the handle is gone.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.of.mu.Lock()
+	h.n.dropMode(h.of, h.pt)
+	h.of.mu.Unlock()
 	h.n.release(h.of, writable(h.flags))
 	return 0
 }
@@ -129,44 +235,31 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	return h.n.Getattr(ctx, h, out)
 }
 
-func (h *handle) size() (int64, syscall.Errno) {
-	if s := h.of.size.Load(); s >= 0 {
-		return s, 0
-	}
-	in, err := h.n.fsys.store.Inode(h.n.ino)
-	if err != nil {
-		return 0, toErrno(err)
-	}
-	return in.Size, 0
-}
-
-// Lseek answers SEEK_DATA and SEEK_HOLE. A committed file's holes are its
-// chunks of zeros (what a truncate declared and nobody wrote, and runs of
-// zeros written), so `cp --sparse` of a sparse file out of the mount skips
-// them; a file being written has no hole but its end.
+// Lseek answers SEEK_DATA and SEEK_HOLE: from the staging file while the
+// file is staged, else from the committed file's chunks of zeros (what a
+// truncate declared and nobody wrote, and runs of zeros written), so `cp
+// --sparse` of a sparse file out of the mount skips them.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
 	if whence != unix.SEEK_DATA && whence != unix.SEEK_HOLE {
 		return 0, syscall.EINVAL
 	}
-	size, errno := h.size()
-	if errno != 0 {
-		return 0, errno
-	}
-	if int64(off) >= size {
+	if int64(off) < 0 {
 		return 0, syscall.ENXIO
+	}
+	if sf := h.staged(); sf != nil {
+		var at int64
+		err := sf.use(func(f *os.File) error {
+			var err error
+			at, err = unix.Seek(int(f.Fd()), int64(off), int(whence))
+			return err
+		})
+		if err != errGone {
+			return uint64(at), toErrno(err)
+		}
 	}
 	of := h.of
 	of.mu.Lock()
-	if of.writer == nil {
-		of.waitCommit()
-	}
-	if of.writer != nil {
-		of.mu.Unlock()
-		if whence == unix.SEEK_DATA {
-			return off, 0
-		}
-		return uint64(size), 0
-	}
+	of.waitCommit()
 	r := of.reader
 	if r == nil {
 		in, err := h.n.fsys.store.Inode(h.n.ino)
@@ -180,6 +273,9 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 		of.reader = r
 	}
 	of.mu.Unlock()
+	if int64(off) >= r.Size() {
+		return 0, syscall.ENXIO
+	}
 	at, err := r.SeekExtent(int64(off), whence == unix.SEEK_DATA)
 	if err != nil {
 		return 0, toErrno(err)
@@ -190,42 +286,19 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 	return uint64(at), 0
 }
 
-// Allocate supports plain preallocation (which extends the size with
-// zeros), KEEP_SIZE (nothing to reserve: pages are allocated when written)
-// and punching holes (zeros written).
+// Allocate is the host filesystem's fallocate on the staging file, every
+// mode it supports (preallocation, KEEP_SIZE, punching holes, ...).
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	h.of.mu.Lock()
-	defer h.of.mu.Unlock()
-	defer h.of.noteSize()
-	switch mode {
-	case 0:
-		w, errno := h.n.writer(h.of, false)
-		if errno != 0 {
-			return errno
-		}
-		if end := int64(off + size); end > w.Size() {
-			return toErrno(w.Truncate(end, nowNano()))
-		}
-		return 0
-	case unix.FALLOC_FL_KEEP_SIZE:
-		return 0
-	case unix.FALLOC_FL_KEEP_SIZE | unix.FALLOC_FL_PUNCH_HOLE:
-		w, errno := h.n.writer(h.of, false)
-		if errno != 0 {
-			return errno
-		}
-		end := min(int64(off+size), w.Size())
-		zeros := make([]byte, 1<<20)
-		for o := int64(off); o < end; {
-			n := min(int64(len(zeros)), end-o)
-			if _, err := w.WriteAt(zeros[:n], o, nowNano()); err != nil {
-				return toErrno(err)
-			}
-			o += n
-		}
-		return 0
+	sf, errno := h.touch()
+	if errno != 0 {
+		return errno
 	}
-	return syscall.EOPNOTSUPP
+	if off+size > maxFileSize {
+		return syscall.EFBIG
+	}
+	return toErrno(sf.use(func(f *os.File) error {
+		return unix.Fallocate(int(f.Fd()), mode, int64(off), int64(size))
+	}))
 }
 
 var _ gofs.NodeFsyncer = (*Node)(nil)
@@ -236,9 +309,12 @@ var _ gofs.NodeFsyncer = (*Node)(nil)
 // durable. Without it fsync of a directory failed with EOPNOTSUPP, which
 // breaks writers that sync the directory after a rename.
 func (n *Node) Fsync(ctx context.Context, f gofs.FileHandle, flags uint32) syscall.Errno {
-	if h, ok := f.(*handle); ok {
+	switch h := f.(type) {
+	case *handle:
+		return h.Fsync(ctx, flags)
+	case ptHandle:
 		return h.Fsync(ctx, flags)
 	}
-	n.fsys.commits.wait() // the entries synced name content that must be there
+	n.fsys.Drain() // the entries synced name content that must be there
 	return toErrno(n.fsys.store.SyncData())
 }

@@ -15,6 +15,9 @@ type MountOptions struct {
 	AllowOther bool // let other users in (needs user_allow_other for non-root)
 	Debug      bool // log every FUSE request
 	ReadOnly   bool // mount read-only (a replica of a remote store)
+	// NoPassthrough has the daemon write staging files even where the
+	// kernel could serve them (FUSE passthrough).
+	NoPassthrough bool
 }
 
 // Mount serves f at mountpoint and returns once the kernel has the mount.
@@ -34,12 +37,19 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 	if opts.ReadOnly {
 		o.Options = append(o.Options, "ro")
 	}
+	// O_TRUNC comes with the open, so a rewrite's staging file starts
+	// empty instead of holding a copy of the content it replaces.
+	o.ExtraCapabilities = fuse.CAP_ATOMIC_O_TRUNC
 	o.DirectMount = os.Geteuid() == 0
 	o.AllowOther = opts.AllowOther
 	o.Debug = opts.Debug
 	server, err := gofs.Mount(mountpoint, f.Root(), o)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	if !opts.ReadOnly {
+		f.passthrough.Store(!opts.NoPassthrough && passthroughWorks(server, f))
+		logrus.Infof("saves: %s staging files in %s", f.Mode(), stagingPath(f))
 	}
 	// MaxReadAhead above cannot raise the kernel's 128 KiB; the backing
 	// device's setting can, for root.
@@ -51,4 +61,38 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 		}
 	}
 	return server, nil
+}
+
+// passthroughWorks reports whether the kernel serves handles from backing
+// files for this mount: it offered FUSE passthrough, and it accepts a
+// staging file as one (CAP_SYS_ADMIN; a staging directory the kernel can
+// stack on).
+func passthroughWorks(server *fuse.Server, f *FS) bool {
+	if server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		logrus.Debug("kernel without FUSE passthrough")
+		return false
+	}
+	dir, err := f.stagingDir()
+	if err != nil {
+		return false
+	}
+	probe, err := dir.Create(0)
+	if err != nil {
+		return false
+	}
+	defer probe.Remove()
+	id, errno := server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(probe.Fd())})
+	if errno != 0 {
+		logrus.Debugf("FUSE passthrough refused: %v", errno)
+		return false
+	}
+	server.UnregisterBackingFd(id)
+	return true
+}
+
+func stagingPath(f *FS) string {
+	if dir, err := f.stagingDir(); err == nil {
+		return dir.Path()
+	}
+	return "(none)"
 }

@@ -62,6 +62,9 @@ type testMount struct {
 	storeDir string
 	memory   bool // device content in memory (else device.img in storeDir)
 	backend  bool // the in-memory storage backend, no simulated SSD
+	// daemonWritten: the daemon writes staging files even where the
+	// kernel could serve them (MountOptions.NoPassthrough).
+	daemonWritten bool
 	ds       *chain.DirStore
 	store    *chain.Store // ds.Store, or the store on the memory backend
 	closeDB  func() error
@@ -82,8 +85,15 @@ func newTestMount(t testing.TB) *testMount {
 // memstore of 48 MiB).
 func newTestMountOn(t testing.TB, backend storage.Backend) *testMount {
 	t.Helper()
+	return newTestMountMode(t, backend, false)
+}
+
+// newTestMountMode is newTestMountOn, with staging files written by the
+// daemon if daemonWritten.
+func newTestMountMode(t testing.TB, backend storage.Backend, daemonWritten bool) *testMount {
+	t.Helper()
 	needFuse(t)
-	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), backend: true}
+	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), backend: true, daemonWritten: daemonWritten}
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +163,10 @@ func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOption
 // store directory's.
 func (m *testMount) serve(opts MountOptions) {
 	m.t.Helper()
+	opts.NoPassthrough = opts.NoPassthrough || m.daemonWritten
 	m.fsys = New(m.store)
 	if ds := m.ds; ds != nil {
+		m.fsys.Staging = ds.Staging
 		m.fsys.Stats = func() ([]byte, error) {
 			rep, err := ds.Report(chain.ReportOptions{})
 			if err != nil {

@@ -3,11 +3,14 @@ package fs
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/staging"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/sirupsen/logrus"
@@ -31,6 +34,23 @@ type FS struct {
 	// otherwise the commit runs in the background (writeback.go).
 	SyncClose bool
 	commits   commitTracker
+	encoding  encodeQueue // staged files waiting to encode, and encoding
+
+	// Staging is the directory of staging files (staged.go), in the store
+	// directory; set before mounting.
+	Staging     *staging.Dir
+	stagingOnce sync.Once
+	stagingErr  error
+	passthrough atomic.Bool
+	backingMu   sync.Mutex
+	backings    map[chain.Ino]*backing
+
+	// The write-back model of the host's page cache (wear.go): staged
+	// bytes waiting for their commit, and the dirty expiry and background
+	// limit past which the host would have written them to the device.
+	stagedBytes atomic.Int64
+	dirtyExpire time.Duration
+	dirtyLimit  int64
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
@@ -52,7 +72,10 @@ func (f *FS) takeStale(ino chain.Ino) bool {
 
 // New returns the filesystem for a store; Root is its root node.
 func New(store Store) *FS {
-	return &FS{store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{}}
+	f := &FS{store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
+		backings: map[chain.Ino]*backing{}}
+	f.dirtyExpire, f.dirtyLimit = hostWriteBack()
+	return f
 }
 
 // Root returns the root directory node to mount.
@@ -110,29 +133,31 @@ func (f *FS) forget(ino chain.Ino) {
 func (n *Node) path() string { return n.Path(nil) }
 
 func (n *Node) child(ctx context.Context, in *chain.Inode, out *fuse.EntryOut) *gofs.Inode {
-	n.fsys.fillAttr(in, &out.Attr)
+	if n.fsys.fillAttr(in, &out.Attr) {
+		out.SetAttrTimeout(0)
+	}
 	n.fsys.open.remember(in.Ino)
 	node := &Node{fsys: n.fsys, ino: in.Ino}
 	return n.NewInode(ctx, node, gofs.StableAttr{Mode: in.Mode & syscall.S_IFMT, Ino: uint64(in.Ino)})
 }
 
-// fillAttr converts an inode; an open writer's size wins over the
-// committed one. Blocks (what du and ls -s show) count the bytes the store
-// keeps for the committed version, so du of a mount shows what the
-// checkpoints cost on flash; while a writer is open, the logical size.
-func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
+// fillAttr converts an inode; a staged file's size and modification time
+// win over the committed ones. Blocks (what du and ls -s show) count the
+// bytes the store keeps for the committed version, so du of a mount shows
+// what the checkpoints cost on flash; while a file is staged, the logical
+// size.
+func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) (staged bool) {
 	size, mtime := in.Size, in.Mtime
 	writing := false
 	if of := f.open.get(in.Ino); of != nil {
-		if s := of.size.Load(); s >= 0 {
-			size, writing = s, true
-			if m := of.mtime.Load(); m != 0 {
-				mtime = m
+		if sf := of.staged.Load(); sf != nil {
+			if s, m, ok := sf.attr(); ok {
+				size, mtime, writing = s, m, true
 			}
 		}
 	}
 	allocated := size
-	if !writing && in.Version != 0 {
+	if !writing && in.Version != 0 && size > smallFileMax {
 		if stored, ok := f.storedBytes(in); ok {
 			allocated = stored
 		}
@@ -147,6 +172,7 @@ func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) {
 	out.Blocks = (uint64(allocated) + 511) / 512
 	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, mtime), time.Unix(0, in.Ctime)
 	out.SetTimes(&at, &mt, &ct)
+	return writing
 }
 
 // storedBytes is the encoded size of in's committed version. A version
@@ -175,14 +201,16 @@ func (f *FS) storedBytes(in *chain.Inode) (int64, bool) {
 
 const storedCacheMax = 1 << 16
 
-// Getattr reports the inode's attributes.
+// Getattr reports the inode's attributes. The attributes of a staged file
+// are not cached by the kernel: its blocks change when it is committed.
 func (n *Node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	n.fsys.waitSmallCommit(n.ino)
 	in, err := n.fsys.store.Inode(n.ino)
 	if err != nil {
 		return toErrno(err)
 	}
-	n.fsys.fillAttr(in, &out.Attr)
+	if n.fsys.fillAttr(in, &out.Attr) {
+		out.SetTimeout(0)
+	}
 	return 0
 }
 
@@ -202,11 +230,21 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	gid, hasGid := in.GetGID()
 	atime, hasAtime := in.GetATime()
 	mtime, hasMtime := in.GetMTime()
-	if hasMtime {
+	if hasMtime || hasAtime {
+		// A staged file's times are its staging file's, which its commit
+		// records: utimens must not be undone by it.
 		if of := n.fsys.open.get(n.ino); of != nil {
 			of.mu.Lock()
-			if of.writer != nil {
-				of.writer.SetMtime(mtime.UnixNano())
+			if sf := of.stage; sf != nil {
+				at, mt := atime, mtime
+				if !hasAtime {
+					at = time.Now()
+				}
+				if !hasMtime {
+					_, m, _ := sf.attr()
+					mt = time.Unix(0, m)
+				}
+				_ = sf.use(func(*os.File) error { return os.Chtimes(sf.Path(), at, mt) })
 			}
 			of.mu.Unlock()
 		}
@@ -237,30 +275,26 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	return n.Getattr(ctx, fh, out)
 }
 
-// truncate sets the file size: through the uncommitted writer if the file
-// has one (it commits with the writes), else as a change committed at once,
-// as truncate(2) is on any filesystem. A file open for writing starts its
-// writer here instead: a truncate is how the kernel delivers O_TRUNC, and
-// how safetensors sizes the file it is about to fill, and the writes that
-// follow belong to the same new content; committing an empty or zero-filled
-// version first would drop the file's previous content (the reference the
-// rewrite should be coded against) and store the zeros for nothing.
+// truncate sets the file size: of the staging file if the file is being
+// written (it commits with the writes), else as a change committed at once,
+// as truncate(2) is on any filesystem.
 func (n *Node) truncate(size, now int64) syscall.Errno {
 	if n.StableAttr().Mode != syscall.S_IFREG {
 		return syscall.EINVAL
+	}
+	if size < 0 || size > maxFileSize {
+		return syscall.EFBIG
 	}
 	if of := n.fsys.open.get(n.ino); of != nil {
 		of.mu.Lock()
 		defer of.mu.Unlock()
 		of.waitCommit()
-		if of.writer == nil && n.fsys.open.writableOpen(n.ino) {
-			if _, errno := n.writer(of, size == 0); errno != 0 {
-				return errno
+		if sf := of.stage; sf != nil {
+			of.dirty = true
+			if err := sf.Mark(staging.Open); err != nil {
+				return toErrno(err)
 			}
-		}
-		if of.writer != nil {
-			defer of.noteSize()
-			return toErrno(of.writer.Truncate(size, now))
+			return toErrno(sf.use(func(f *os.File) error { return f.Truncate(size) }))
 		}
 		of.reader = nil // the committed version is about to change
 	}
@@ -272,7 +306,11 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 		w.Abort()
 		return toErrno(err)
 	}
-	return toErrno(w.Commit())
+	if err := w.Commit(); err != nil {
+		return toErrno(err)
+	}
+	n.fsys.truncateBacking(n.ino, size)
+	return 0
 }
 
 // Statfs reports the device's logical capacity and free space.

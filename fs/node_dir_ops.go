@@ -29,9 +29,6 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 		return n.controlNode(ctx, out), 0
 	}
 	in, err := n.fsys.store.Lookup(n.ino, name)
-	if err == nil && n.fsys.waitSmallCommit(in.Ino) {
-		in, err = n.fsys.store.Lookup(n.ino, name) // as the commit left it
-	}
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -142,7 +139,20 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	if lookupErr == nil && src.Mode&syscall.S_IFMT == syscall.S_IFREG && flags&chain.RenameExchange == 0 {
 		// The file's content continues its new name's series (a save
-		// written under a temporary name, then renamed).
+		// written under a temporary name, then renamed). Staged content
+		// takes the name it has when it is encoded; a commit under way
+		// moves it once it lands.
+		if of := n.fsys.open.get(src.Ino); of != nil {
+			of.mu.Lock()
+			staged, pending := of.stage != nil, of.pending != nil
+			if pending {
+				of.renamed = true
+			}
+			of.mu.Unlock()
+			if staged || pending {
+				return 0
+			}
+		}
 		newPath := newName
 		if p := np.path(); p != "" {
 			newPath = p + "/" + newName

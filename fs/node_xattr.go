@@ -30,7 +30,7 @@ const aclPrefix = "system.posix_acl_"
 
 // infoXattrs computes the user.ckptfs.* attributes of a regular file.
 func (n *Node) infoXattrs() map[string]string {
-	n.waitCommitOf()
+	n.waitClosedCommit()
 	info, err := n.fsys.store.Info(n.ino)
 	if err != nil || info == nil {
 		return nil

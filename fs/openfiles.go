@@ -7,41 +7,38 @@ import (
 	"github.com/ckptfs/ckptfs/chain"
 )
 
-// openFile is the state one inode's open handles share: the uncommitted
-// writer, and a reader of the committed version.
+// openFile is the state one inode's open handles share: the staging file
+// of the content being written (staged.go), and a reader of the committed
+// version.
 type openFile struct {
 	mu       sync.Mutex
 	handles  int
 	writable int // handles open for writing (under openTable.mu)
-	writer   *chain.Writer
 	reader   *chain.Reader
-	// size is the uncommitted content's size, -1 with none: stat and
-	// listings read it without taking mu, which a commit holds while it
-	// encodes (a 64 GiB file takes a while), so they never wait on it.
-	size atomic.Int64
-	// mtime is the uncommitted content's modification time (0: none), for
-	// stat likewise: the commit records it.
-	mtime atomic.Int64
+	// stage is the staging file of the uncommitted content: set from the
+	// first open for writing until the commit after the last writer's
+	// release lands. staged mirrors it for stat and listings, which read
+	// it without mu (a commit holds mu while it encodes).
+	stage  *stagedFile
+	staged atomic.Pointer[stagedFile]
+	// dirty: the staging file may differ from the committed content (a
+	// passthrough handle's writes never reach us, so it sets dirty at open).
+	dirty bool
+	// cached and passthrough count the handles of each I/O mode: the kernel
+	// serves an inode either through its page cache (requests to us) or
+	// from one backing file, never both at once (staged.go).
+	cached, passthrough int
+	// renamed: the file was renamed while its commit ran; the commit's
+	// goroutine moves it to its new name's series after it lands.
+	renamed bool
 	// pending is the commit running in the background since the last
-	// close (writeback.go); failed, the error of one that failed, which
-	// the next fsync reports.
+	// writer's release (writeback.go); failed, the error of one that
+	// failed, which the next fsync or close reports.
 	pending *pendingCommit
 	failed  error
-	// smallCommit is pending when the file is small (statWaitMax), for
-	// stat, which reads it without mu and waits for it (writeback.go).
-	smallCommit atomic.Pointer[pendingCommit]
-}
-
-// noteSize records the writer's size for stat; call with mu held, after
-// any change of the writer or of its size.
-func (of *openFile) noteSize() {
-	if of.writer != nil {
-		of.size.Store(of.writer.Size())
-		of.mtime.Store(of.writer.Mtime())
-	} else {
-		of.size.Store(-1)
-		of.mtime.Store(0)
-	}
+	// begun is the commit queued at the close of the last writer, run
+	// after its release (writeback.go).
+	begun *begunCommit
 }
 
 // addWritable counts a handle of of that may write.
@@ -57,6 +54,13 @@ func (t *openTable) writableOpen(ino chain.Ino) bool {
 	defer t.mu.Unlock()
 	of := t.files[ino]
 	return of != nil && of.writable > 0
+}
+
+// writers is the number of handles of of open for writing.
+func (t *openTable) writers(of *openFile) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return of.writable
 }
 
 // openTable holds the openFile of every inode with open handles, and the
@@ -103,19 +107,20 @@ func (t *openTable) acquire(ino chain.Ino) *openFile {
 	of := t.files[ino]
 	if of == nil {
 		of = &openFile{}
-		of.size.Store(-1)
 		t.files[ino] = of
 	}
 	of.handles++
 	return of
 }
 
-// release drops a handle. When it was the inode's last, commit runs (with
-// of.mu held) before the shared state leaves the table, so a concurrent open
-// finds either the uncommitted writer or the committed content, never a gap.
+// release drops a handle. When it was the last handle open for writing,
+// lastWriter runs (with of.mu held: it starts the commit), told how many
+// handles stay open; when it was
+// the inode's last, the shared state leaves the table, so a concurrent
+// open finds either the staged content or the committed one, never a gap.
 // It reports whether the inode is now unused (no handles, not referenced by
 // the kernel).
-func (t *openTable) release(ino chain.Ino, writable bool, commit func(*openFile)) bool {
+func (t *openTable) release(ino chain.Ino, writable bool, lastWriter func(of *openFile, others int)) bool {
 	t.mu.Lock()
 	of := t.files[ino]
 	if of == nil {
@@ -126,17 +131,17 @@ func (t *openTable) release(ino chain.Ino, writable bool, commit func(*openFile)
 	if writable {
 		of.writable--
 	}
-	last := of.handles == 0
+	wroteLast := writable && of.writable == 0
+	others := of.handles
 	t.mu.Unlock()
-	if !last {
-		return false
+	if wroteLast {
+		of.mu.Lock()
+		lastWriter(of, others)
+		of.mu.Unlock()
 	}
-	of.mu.Lock()
-	commit(of)
-	of.mu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if of.handles > 0 { // reopened meanwhile: it keeps the state
+	if of.handles > 0 || t.files[ino] != of { // still open, or reopened meanwhile
 		return false
 	}
 	delete(t.files, ino)
@@ -157,4 +162,27 @@ func (t *openTable) get(ino chain.Ino) *openFile {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.files[ino]
+}
+
+// setStage sets the staging file of of (mu held).
+func (of *openFile) setStage(sf *stagedFile) {
+	of.stage = sf
+	of.staged.Store(sf)
+}
+
+// closedUnreleased reports whether a file was closed by its last writer
+// and its release has not reached us yet (its commit has not started).
+func (t *openTable) closedUnreleased() bool {
+	t.mu.Lock()
+	files := make([]*openFile, 0, len(t.files))
+	for _, of := range t.files {
+		files = append(files, of)
+	}
+	t.mu.Unlock()
+	for _, of := range files {
+		if of.closedUnreleased() {
+			return true
+		}
+	}
+	return false
 }

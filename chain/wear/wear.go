@@ -40,6 +40,7 @@ type Accounts struct {
 	metaCur   int64 // next page of the metadata region to account to
 	shMetaCur int64
 	metaTotal atomic.Int64 // metadata pages accounted on the device
+	stagedTot atomic.Int64 // staging pages written back, accounted on the device
 	shMetaTot atomic.Int64
 }
 
@@ -84,6 +85,19 @@ func (a *Accounts) ring(d Counter, cur *int64, pages int64, what string) {
 		pages -= n
 	}
 }
+
+// Staged charges pages of staging files that the host's page cache would
+// have written back to the device (fsync, dirty expiry, dirty limit) before
+// the store encoded and deleted them. They go to the device's metadata
+// region as a ring: a staging file is written once and deleted, as a log
+// would be.
+func (a *Accounts) Staged(pages int64) {
+	a.stagedTot.Add(pages)
+	a.ring(a.dev, &a.metaCur, pages, "account staged pages")
+}
+
+// StagedPages is the staging pages charged since open.
+func (a *Accounts) StagedPages() int64 { return a.stagedTot.Load() }
 
 // MetadataPages and ShadowMetadataPages are the totals charged since open.
 func (a *Accounts) MetadataPages() int64       { return a.metaTotal.Load() }

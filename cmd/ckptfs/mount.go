@@ -36,6 +36,7 @@ type mountFlags struct {
 	debug        bool
 	cacheMiB     int
 	syncClose    bool
+	noPassthru   bool
 	writeBackMiB int
 	encodeNice   int
 	deviceSize   string
@@ -127,7 +128,8 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users access the mount")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks: the references of the next saves (7/8) and rebuilt chunks for reads, in MiB (default: an eighth of RAM, 128 MiB to 8 GiB)")
-	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns once ckptfs holds the bytes, and the commit follows in the background; fsync waits for it)")
+	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns with the bytes in the page cache, in the file's staging file, and the commit follows in the background; fsync waits for it)")
+	fl.BoolVar(&f.noPassthru, "no-passthrough", false, "have the daemon write the staging files of files being saved even where the kernel could serve them itself (FUSE passthrough: Linux 6.9+, root)")
 	fl.IntVar(&f.encodeNice, "encode-nice", defaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, so that a training that keeps the cores busy runs first (0: the priority of the rest of the daemon)")
 	fl.IntVar(&f.writeBackMiB, "write-back-mib", 0, "memory for bytes written and not yet encoded, all files together; writes wait when it is full (MiB; default: a tenth of RAM, 64 MiB to 16 GiB; -1: none, each write is encoded before it returns)")
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
@@ -504,17 +506,19 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	}
 	fsys := fs.New(ds.Store)
 	fsys.SyncClose = f.syncClose
+	fsys.Staging = ds.Staging
 	fsys.Stats = func() ([]byte, error) {
 		rep, err := ds.Report(chain.ReportOptions{})
 		if err != nil {
 			return nil, err
 		}
 		rep.Store = f.store
+		rep.SaveMode = fsys.Mode()
 		rt := chain.ReadRuntime()
 		rep.Runtime = &rt
 		return json.MarshalIndent(withRemote(rep, up), "", "  ")
 	}
-	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug})
+	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug, NoPassthrough: f.noPassthru})
 	if err != nil {
 		f.remote.stopUploader(up)
 		ds.Close()

@@ -1,0 +1,216 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"github.com/ckptfs/ckptfs/chain/bufpool"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/staging"
+	"github.com/ckptfs/ckptfs/chain/wear"
+	"github.com/sirupsen/logrus"
+)
+
+// stagedReadBytes is the size of the reads that feed a staging file to its
+// ingest: large enough to keep the detector and the chunker busy, small
+// enough that the daemon holds no save in its memory.
+const stagedReadBytes = 4 << 20
+
+// CommitFile makes the content of f, a file staged on the host filesystem,
+// the committed content of inode ino, as a sequential save of the same
+// bytes into the mount would: the same detection, reference choice and
+// codecs, whatever order the bytes were written in. path names the file's
+// family. Holes of f (never written) cost nothing. mtime is the
+// modification time to record. On failure the file keeps its previous
+// content.
+func (s *Store) CommitFile(ino Ino, path string, f *os.File, mtime int64) error {
+	c, err := s.BeginCommitFile(ino, path)
+	if err != nil {
+		return err
+	}
+	return c.Run(f, path, mtime)
+}
+
+// FileCommit is a commit of a staged file, begun (BeginCommitFile) in the
+// order the files were closed and run later: a save that finds no reference
+// of its own waits for the saves of its family begun before it that run.
+type FileCommit struct {
+	w      *Writer
+	path   string
+	family string
+}
+
+// BeginCommitFile queues the commit of inode ino's staged content, in the
+// order of the calls; path is the file's name now.
+func (s *Store) BeginCommitFile(ino Ino, path string) (*FileCommit, error) {
+	c := &FileCommit{path: path, family: policy.FamilyOf(path)}
+	w, err := s.NewWriter(ino, func() string { return c.path }, true)
+	if err != nil {
+		return nil, err
+	}
+	c.w = w
+	s.committing.queue(c.family, w)
+	return c, nil
+}
+
+// Abort gives up a commit begun and not run.
+func (c *FileCommit) Abort() {
+	c.w.Abort()
+	c.w.s.committing.end(c.family, c.w)
+}
+
+// Run ingests f and commits it (see CommitFile). path, the file's name
+// now, decides its family, once.
+func (c *FileCommit) Run(f *os.File, path string, mtime int64) error {
+	w, s := c.w, c.w.s
+	family := policy.FamilyOf(path)
+	s.committing.run(c.family, family, w)
+	c.path, c.family = path, family
+	defer s.committing.end(c.family, w)
+	st, err := f.Stat()
+	if err != nil {
+		w.Abort()
+		return fmt.Errorf("commit %s: %w", path, err)
+	}
+	size := st.Size()
+	if size > MaxFileSize {
+		w.Abort()
+		return fmt.Errorf("commit %s of %d bytes: %w", path, size, syscall.EFBIG)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer w.unreserve()
+	w.mtime = mtime
+	in := w.ingest
+	w.ingest = nil
+	change := wear.Change{Truncated: true}
+	buf := bufpool.Get(stagedReadBytes)
+	defer bufpool.Put(buf)
+	err = staging.Extents(f, size, func(off, n int64) error {
+		if off > in.Size() {
+			if err := in.Hole(off - in.Size()); err != nil {
+				return err
+			}
+		}
+		s.noteDirty(&change, off, off+n)
+		for end := off + n; off < end; {
+			k, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+			if k == 0 && err != nil {
+				if errors.Is(err, io.EOF) {
+					return fmt.Errorf("staging file shrank under its commit at %d", off)
+				}
+				return err
+			}
+			if err := w.reserveStaged(k); err != nil {
+				return err
+			}
+			if err := in.Write(buf[:k]); err != nil {
+				return err
+			}
+			off += int64(k)
+			w.front = off
+		}
+		return nil
+	})
+	if err == nil && size > in.Size() {
+		err = in.Hole(size - in.Size())
+	}
+	if err != nil {
+		in.Abort()
+		return fmt.Errorf("commit %s: %w", path, err)
+	}
+	p, err := in.Finish()
+	if err != nil {
+		in.Abort()
+		return fmt.Errorf("commit %s: %w", path, err)
+	}
+	return w.commitPending(p, change)
+}
+
+// reserveStaged claims the space that n more bytes of a staged ingest may
+// need before its pack reaches the backend.
+func (w *Writer) reserveStaged(n int) error {
+	return w.s.reserve(&w.resv, w.blocksFor(min(w.front+int64(n), w.s.unflushedBound())))
+}
+
+// noteDirty adds the pages of [from, to) to what a plain filesystem writes
+// for the change.
+func (s *Store) noteDirty(c *wear.Change, from, to int64) {
+	if s.wear == nil || to <= from {
+		return
+	}
+	ps := s.wear.PageSize()
+	first, last := from/ps, (to+ps-1)/ps
+	if n := len(c.Dirty); n > 0 && c.Dirty[n-1].First+c.Dirty[n-1].Count >= first {
+		d := &c.Dirty[n-1]
+		d.Count = max(d.First+d.Count, last) - d.First
+		return
+	}
+	c.Dirty = append(c.Dirty, wear.PageRange{First: first, Count: last - first})
+}
+
+// RecoverStaged ingests the staging files a daemon that died left closed
+// and uncommitted, and deletes the rest: a file still open at the death
+// keeps its previous content. Staging files of inodes that no longer exist
+// (unlinked since) are deleted.
+func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
+	entries, err := dir.List()
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		if e.State == staging.Closed {
+			ok, err := s.recoverOne(e)
+			if err != nil {
+				return ingested, err
+			}
+			if ok {
+				ingested++
+			}
+		}
+		if err := os.Remove(e.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return ingested, fmt.Errorf("remove staging file: %w", err)
+		}
+	}
+	return ingested, nil
+}
+
+func (s *Store) recoverOne(e staging.Entry) (bool, error) {
+	ino := Ino(e.Ino)
+	n, err := s.Inode(ino)
+	if err != nil || n.Nlink == 0 || n.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return false, nil // gone: nothing to keep
+	}
+	path, err := s.PathOf(ino)
+	if err != nil {
+		return false, nil
+	}
+	f, err := os.Open(e.Path)
+	if err != nil {
+		return false, fmt.Errorf("recover staging file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("recover staging file: %w", err)
+	}
+	if err := s.CommitFile(ino, path, f, st.ModTime().UnixNano()); err != nil {
+		return false, fmt.Errorf("recover %s (inode %d) from its staging file: %w", path, ino, err)
+	}
+	logrus.Infof("recovered %s (inode %d, %d bytes) closed before the daemon stopped", path, ino, st.Size())
+	return true, nil
+}
+
+// ChargeStaged charges the device for bytes of a staging file that the
+// host would have written back before the store encoded it (docs/NANDSIM.md,
+// "staging files").
+func (s *Store) ChargeStaged(bytes int64) {
+	if s.wear == nil || bytes <= 0 {
+		return
+	}
+	ps := s.wear.PageSize()
+	s.wear.Staged((bytes + ps - 1) / ps)
+}

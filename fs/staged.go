@@ -1,0 +1,390 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/staging"
+	"github.com/sirupsen/logrus"
+)
+
+// Saves through the page cache. A file opened for writing gets a staging
+// file in the store directory (chain/staging). Where the kernel allows it
+// (FUSE passthrough: Linux 6.9 and later, a daemon with CAP_SYS_ADMIN) the
+// kernel serves the handle's reads, writes and mmap straight from the
+// staging file, and none of them reach the daemon; elsewhere the daemon
+// writes the staging file itself. After the last writer's release (or at
+// fsync) the store reads the staging file sequentially and encodes it as it
+// would a sequential save (Store.CommitFile), then deletes it. Every write
+// pattern therefore stores what a sequential save of the same bytes stores,
+// the daemon holds no save in its memory, and a save closed before the
+// daemon dies is still on the host's filesystem: the next open of the store
+// ingests it (Store.RecoverStaged).
+//
+// The kernel serves an inode either through its page cache (requests to
+// the daemon: "cached" handles) or from one backing file ("passthrough"
+// handles), never both at once, and every passthrough handle of an inode
+// shares one backing file; an open that breaks this fails with EIO. So a
+// new handle joins the mode of the handles already open, and go-fuse, which
+// registers the backing file with the kernel at the first passthrough open
+// of an inode and keeps it until the last one is released, is always handed
+// the same file for an inode: FS.backings remembers it until a moment after
+// its last handle's release.
+
+// stagedFile is a staging file, kept open while requests use it.
+type stagedFile struct {
+	*staging.File
+	io   sync.RWMutex
+	gone bool
+	// committed: the content equals the inode's committed content (after a
+	// commit of it landed), so it can back a new writer as it is.
+	committed bool
+	// born is when the content started (its pages' dirty age, for the
+	// write-back model, wear.go); charged: the device was charged for it.
+	born    time.Time
+	charged bool
+}
+
+var errGone = errors.New("staging file gone")
+
+// use runs fn on the open file unless the staging file was removed.
+func (sf *stagedFile) use(fn func(f *os.File) error) error {
+	sf.io.RLock()
+	defer sf.io.RUnlock()
+	if sf.gone {
+		return errGone
+	}
+	return fn(sf.File.File)
+}
+
+// remove deletes the staging file once no request uses it.
+func (sf *stagedFile) remove() {
+	sf.io.Lock()
+	defer sf.io.Unlock()
+	if sf.gone {
+		return
+	}
+	sf.gone = true
+	if err := sf.Remove(); err != nil {
+		logrus.WithError(err).Warn("remove staging file")
+	}
+}
+
+// attr is the staged content's size and modification time.
+func (sf *stagedFile) attr() (size, mtime int64, ok bool) {
+	err := sf.use(func(f *os.File) error {
+		st, err := f.Stat()
+		if err == nil {
+			size, mtime = st.Size(), st.ModTime().UnixNano()
+		}
+		return err
+	})
+	return size, mtime, err == nil
+}
+
+// backing is the file the kernel may hold registered as an inode's backing
+// file for passthrough, with the passthrough handles that use it.
+type backing struct {
+	sf   *stagedFile
+	refs int
+	at   time.Time // when refs last fell to zero
+}
+
+// backingLinger is how long a backing file is remembered after its last
+// passthrough handle is released: go-fuse unregisters it with the kernel
+// right after our Release returns, and an open meanwhile would be handed
+// it again.
+const backingLinger = 2 * time.Second
+
+// stagingDir is the directory of staging files; a filesystem built without
+// one (tests on a bare store) gets a temporary one, which no crash recovery
+// reads.
+func (f *FS) stagingDir() (*staging.Dir, error) {
+	f.stagingOnce.Do(func() {
+		if f.Staging != nil {
+			return
+		}
+		dir, err := os.MkdirTemp("", "ckptfs-staging-")
+		if err == nil {
+			f.Staging, err = staging.OpenDir(dir)
+		}
+		if err != nil {
+			f.stagingErr = fmt.Errorf("staging directory: %w", err)
+			return
+		}
+		logrus.Warnf("no staging directory given: staging in %s, which crash recovery does not read", dir)
+	})
+	return f.Staging, f.stagingErr
+}
+
+// PassthroughOn reports whether handles of files being written are served
+// by the kernel from their staging files.
+func (f *FS) PassthroughOn() bool { return f.passthrough.Load() }
+
+// Mode names how saves reach their staging files, for the report.
+func (f *FS) Mode() string {
+	if f.PassthroughOn() {
+		return "passthrough"
+	}
+	return "daemon-written"
+}
+
+// passthroughRefused notes that a request of a passthrough handle reached
+// the daemon: the kernel refused the backing file (go-fuse then stops asking
+// for it). Saves go on, written by the daemon.
+func (f *FS) passthroughRefused() {
+	if f.passthrough.Swap(false) {
+		logrus.Warn("FUSE passthrough refused by the kernel: the daemon writes staging files from now on")
+	}
+}
+
+// stageForWrite gives of a staging file for a handle opening for writing,
+// holding the committed content unless trunc. Call with of.mu held.
+func (n *Node) stageForWrite(of *openFile, trunc bool) syscall.Errno {
+	of.waitCommit() // the new content starts from the committed one
+	if of.stage == nil {
+		sf, errno := n.newStage(trunc)
+		if errno != 0 {
+			return errno
+		}
+		of.setStage(sf)
+		of.dirty = trunc
+	} else if trunc {
+		if err := of.stage.use(func(f *os.File) error { return f.Truncate(0) }); err != nil {
+			return toErrno(err)
+		}
+		of.dirty = true
+	}
+	if err := of.stage.Mark(staging.Open); err != nil {
+		return toErrno(err)
+	}
+	return 0
+}
+
+// newStage returns the staging file for a new writer: the inode's backing
+// file if the kernel may still hold one (it must stay the inode's only
+// backing), else a new file; with the committed content unless trunc.
+func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
+	f := n.fsys
+	f.backingMu.Lock()
+	b := f.backings[n.ino]
+	f.backingMu.Unlock()
+	if b != nil && !b.sf.gone {
+		sf := b.sf
+		if trunc || !sf.committed {
+			if err := sf.use(func(f *os.File) error { return f.Truncate(0) }); err != nil {
+				return nil, toErrno(err)
+			}
+			if !trunc {
+				if errno := n.copyCommitted(sf); errno != 0 {
+					return nil, errno
+				}
+			}
+		}
+		sf.committed, sf.charged, sf.born = false, false, time.Now()
+		return sf, 0
+	}
+	dir, err := f.stagingDir()
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	file, err := dir.Create(uint64(n.ino))
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	sf := &stagedFile{File: file, born: time.Now()}
+	if !trunc {
+		if errno := n.copyCommitted(sf); errno != 0 {
+			sf.remove()
+			return nil, errno
+		}
+	}
+	// Until written, the file keeps the inode's times.
+	if in, err := f.store.Inode(n.ino); err == nil {
+		_ = os.Chtimes(file.Path(), time.Unix(0, in.Atime), time.Unix(0, in.Mtime))
+	}
+	return sf, 0
+}
+
+// copyCommitted writes the committed content into sf (a file opened for
+// writing without O_TRUNC is changed in place); holes stay holes.
+func (n *Node) copyCommitted(sf *stagedFile) syscall.Errno {
+	in, err := n.fsys.store.Inode(n.ino)
+	if err != nil {
+		return toErrno(err)
+	}
+	if in.Size == 0 || in.Version == 0 {
+		return toErrno(sf.use(func(f *os.File) error { return f.Truncate(in.Size) }))
+	}
+	r, err := n.fsys.store.OpenVersion(in.Version)
+	if err != nil {
+		return toErrno(err)
+	}
+	err = sf.use(func(f *os.File) error {
+		if err := f.Truncate(r.Size()); err != nil {
+			return err
+		}
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < r.Size(); {
+			data, err := r.SeekExtent(off, true)
+			if err != nil {
+				return err
+			}
+			if data >= r.Size() {
+				return nil
+			}
+			hole, err := r.SeekExtent(data, false)
+			if err != nil {
+				return err
+			}
+			for off = data; off < hole; {
+				k, err := r.ReadAt(buf[:min(int64(len(buf)), hole-off)], off)
+				if k > 0 {
+					if _, werr := f.WriteAt(buf[:k], off); werr != nil {
+						return werr
+					}
+					off += int64(k)
+				}
+				if err != nil && err != io.EOF {
+					return err
+				}
+				if k == 0 {
+					return fmt.Errorf("committed content ends at %d of %d", off, r.Size())
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return toErrno(fmt.Errorf("copy %s into its staging file: %w", n.path(), err))
+	}
+	return 0
+}
+
+// chooseMode decides whether a new handle of the inode is a passthrough
+// handle, and counts it. Call with of.mu held, after stageForWrite for a
+// writer.
+func (n *Node) chooseMode(of *openFile, writable bool) (*stagedFile, bool) {
+	f := n.fsys
+	if !f.PassthroughOn() || of.cached > 0 {
+		of.cached++
+		return nil, false
+	}
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	b := f.backings[n.ino]
+	switch {
+	case b != nil && !b.sf.gone && (b.refs > 0 && !writable || b.sf == of.stage):
+		// The kernel may hold b.sf as the backing: every handle shares it.
+		// (With no passthrough handle left, a reader is served through the
+		// page cache: go-fuse attaches no backing to a handle that offers
+		// none.)
+	case writable && (b == nil || b.sf.gone):
+		b = &backing{sf: of.stage}
+		f.backings[n.ino] = b
+	default:
+		of.cached++
+		return nil, false
+	}
+	b.refs++
+	of.passthrough++
+	if writable {
+		of.dirty = true // its writes never reach us
+	}
+	return b.sf, true
+}
+
+// dropMode uncounts a released handle. Call with of.mu held.
+func (n *Node) dropMode(of *openFile, pt bool) {
+	if !pt {
+		of.cached--
+		return
+	}
+	of.passthrough--
+	f := n.fsys
+	f.backingMu.Lock()
+	defer f.backingMu.Unlock()
+	b := f.backings[n.ino]
+	if b == nil {
+		return
+	}
+	if b.refs--; b.refs > 0 {
+		return
+	}
+	b.at = time.Now()
+	time.AfterFunc(backingLinger, func() { f.dropBacking(n.ino, b) })
+}
+
+// dropBacking forgets b, the backing of ino, unless it is in use again;
+// its file is deleted unless it is still a staging file being written or
+// committed.
+func (f *FS) dropBacking(ino chain.Ino, b *backing) {
+	f.backingMu.Lock()
+	if f.backings[ino] != b || b.refs > 0 || time.Since(b.at) < backingLinger {
+		f.backingMu.Unlock()
+		return
+	}
+	delete(f.backings, ino)
+	done := b.sf.State() == staging.Done
+	f.backingMu.Unlock()
+	if done {
+		b.sf.remove()
+	}
+}
+
+// retire ends sf's life as ino's staging file: deleted, unless the kernel
+// may still use it as the inode's backing file (then it is kept, marked
+// done, until dropBacking).
+func (f *FS) retire(ino chain.Ino, sf *stagedFile) {
+	f.backingMu.Lock()
+	b := f.backings[ino]
+	kept := b != nil && b.sf == sf
+	if kept {
+		if err := sf.Mark(staging.Done); err != nil {
+			logrus.WithError(err).Warn("staging file")
+		}
+	}
+	f.backingMu.Unlock()
+	if !kept {
+		sf.remove()
+	}
+}
+
+// stagedMtime is the modification time a commit of sf records.
+func stagedMtime(sf *stagedFile) int64 {
+	_, mtime, _ := sf.attr()
+	return mtime
+}
+
+// commitStaged encodes the staging file as the inode's content now (fsync,
+// or close with SyncClose). The staging file stays: the handles open may
+// write on. Call with of.mu held.
+func (n *Node) commitStaged(of *openFile) syscall.Errno {
+	of.waitCommit()
+	if err := of.failed; err != nil {
+		of.failed = nil
+		return toErrno(err)
+	}
+	sf := of.stage
+	if sf == nil || !of.dirty {
+		return 0
+	}
+	err := sf.use(func(f *os.File) error {
+		return n.fsys.store.CommitFile(n.ino, n.path(), f, stagedMtime(sf))
+	})
+	if err != nil {
+		return toErrno(err)
+	}
+	// Passthrough handles may write on without telling us.
+	of.dirty = of.passthrough > 0
+	if of.passthrough > 0 {
+		n.fsys.markStale(n.ino)
+	}
+	return 0
+}
