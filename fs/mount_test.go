@@ -65,11 +65,11 @@ type testMount struct {
 	// daemonWritten: the daemon writes staging files even where the
 	// kernel could serve them (MountOptions.NoPassthrough).
 	daemonWritten bool
-	ds       *chain.DirStore
-	store    *chain.Store // ds.Store, or the store on the memory backend
-	closeDB  func() error
-	fsys     *FS
-	server   *fuse.Server
+	ds            *chain.DirStore
+	store         *chain.Store // ds.Store, or the store on the memory backend
+	closeDB       func() error
+	fsys          *FS
+	server        *fuse.Server
 }
 
 // newTestMount mounts a fresh throw-away store on the in-memory storage
