@@ -11,6 +11,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/staging"
 	"github.com/ckptfs/ckptfs/chain/wear"
+	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
 
@@ -213,4 +214,18 @@ func (s *Store) ChargeStaged(bytes int64) {
 	}
 	ps := s.wear.PageSize()
 	s.wear.Staged((bytes + ps - 1) / ps)
+}
+
+// HoldContent keeps inode ino's committed version (and what it is coded
+// against) from being freed until release is called, whatever happens to
+// the inode meanwhile. A file with no content holds nothing (release nil).
+func (s *Store) HoldContent(ino Ino) (release func(), err error) {
+	release, err = s.Hold(func(tx *meta.Tx) ([]meta.VersionID, error) {
+		n, err := tx.Inode(ino)
+		if err != nil || n.Version == 0 {
+			return nil, err
+		}
+		return []meta.VersionID{n.Version}, nil
+	})
+	return release, err
 }

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"github.com/ckptfs/ckptfs/chain/namespace"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -20,6 +21,10 @@ type (
 
 // RootIno is the root directory's inode.
 const RootIno = meta.RootIno
+
+// FamilyOf is the family of a file's path: its saves are coded against
+// each other (chain/policy).
+var FamilyOf = policy.FamilyOf
 
 var (
 	// ErrNoSpace: the device has no free pages for the data (ENOSPC).

@@ -44,6 +44,9 @@ type FS struct {
 	passthrough atomic.Bool
 	backingMu   sync.Mutex
 	backings    map[chain.Ino]*backing
+	heldMu      sync.Mutex
+	live        map[*stagedFile]bool // files staged (stagedFiles)
+	held        []*contentHold       // content held for them (holdForStaged)
 
 	// The write-back model of the host's page cache (wear.go): staged
 	// bytes waiting for their commit, and the dirty expiry and background
@@ -73,7 +76,7 @@ func (f *FS) takeStale(ino chain.Ino) bool {
 // New returns the filesystem for a store; Root is its root node.
 func New(store Store) *FS {
 	f := &FS{store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
-		backings: map[chain.Ino]*backing{}}
+		backings: map[chain.Ino]*backing{}, live: map[*stagedFile]bool{}}
 	f.dirtyExpire, f.dirtyLimit = hostWriteBack()
 	return f
 }

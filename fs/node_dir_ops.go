@@ -110,6 +110,9 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.ino == chain.RootIno && name == controlDir {
 		return syscall.EPERM
 	}
+	if in, err := n.fsys.store.Lookup(n.ino, name); err == nil && in.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		n.fsys.holdForStaged(in.Ino, n.childPath(name), nil)
+	}
 	return toErrno(n.fsys.store.Unlink(n.ino, name, n.fsys.open.inUse))
 }
 
@@ -134,6 +137,14 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		return syscall.EINVAL
 	}
 	src, lookupErr := n.fsys.store.Lookup(n.ino, name)
+	if dst, err := n.fsys.store.Lookup(np.ino, newName); err == nil && flags&chain.RenameExchange == 0 &&
+		dst.Mode&syscall.S_IFMT == syscall.S_IFREG && lookupErr == nil {
+		var moving *stagedFile // the save renamed over it, if staged
+		if of := n.fsys.open.get(src.Ino); of != nil {
+			moving = of.staged.Load()
+		}
+		n.fsys.holdForStaged(dst.Ino, np.childPath(newName), moving)
+	}
 	if err := n.fsys.store.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.inUse); err != nil {
 		return toErrno(err)
 	}
@@ -162,4 +173,12 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		}
 	}
 	return 0
+}
+
+// childPath is the path of n's entry name below the root.
+func (n *Node) childPath(name string) string {
+	if p := n.path(); p != "" {
+		return p + "/" + name
+	}
+	return name
 }

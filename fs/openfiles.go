@@ -164,8 +164,17 @@ func (t *openTable) get(ino chain.Ino) *openFile {
 	return t.files[ino]
 }
 
-// setStage sets the staging file of of (mu held).
-func (of *openFile) setStage(sf *stagedFile) {
+// setStage sets the staging file of of (mu held), counting the files
+// staged in f.
+func (of *openFile) setStage(sf *stagedFile, f *FS) {
+	if of.stage != sf {
+		if of.stage != nil {
+			defer f.stagedFiles(of.stage, -1)
+		}
+		if sf != nil {
+			f.stagedFiles(sf, 1)
+		}
+	}
 	of.stage = sf
 	of.staged.Store(sf)
 }

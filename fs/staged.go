@@ -45,6 +45,8 @@ type stagedFile struct {
 	// committed: the content equals the inode's committed content (after a
 	// commit of it landed), so it can back a new writer as it is.
 	committed bool
+	// path is the name of the file now (its node's path).
+	path func() string
 	// born is when the content started (its pages' dirty age, for the
 	// write-back model, wear.go); charged: the device was charged for it.
 	born    time.Time
@@ -153,7 +155,7 @@ func (n *Node) stageForWrite(of *openFile, trunc bool) syscall.Errno {
 		if errno != 0 {
 			return errno
 		}
-		of.setStage(sf)
+		of.setStage(sf, n.fsys)
 		of.dirty = trunc
 	} else if trunc {
 		if err := of.stage.use(func(f *os.File) error { return f.Truncate(0) }); err != nil {
@@ -198,7 +200,7 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 	if err != nil {
 		return nil, toErrno(err)
 	}
-	sf := &stagedFile{File: file, born: time.Now()}
+	sf := &stagedFile{File: file, born: time.Now(), path: n.path}
 	if !trunc {
 		if errno := n.copyCommitted(sf); errno != 0 {
 			sf.remove()
@@ -387,4 +389,82 @@ func (n *Node) commitStaged(of *openFile) syscall.Errno {
 		n.fsys.markStale(n.ino)
 	}
 	return 0
+}
+
+// stagedFiles adds (d 1) or removes (d -1) sf from the files staged
+// (being written, or waiting for their commit); content held for the saves
+// among them (holdForStaged) is let go once they are all gone.
+func (f *FS) stagedFiles(sf *stagedFile, d int) {
+	var release []func()
+	f.heldMu.Lock()
+	if d > 0 {
+		f.live[sf] = true
+	} else {
+		delete(f.live, sf)
+		kept := f.held[:0]
+		for _, h := range f.held {
+			delete(h.waiting, sf)
+			if len(h.waiting) == 0 {
+				release = append(release, h.release)
+			} else {
+				kept = append(kept, h)
+			}
+		}
+		f.held = kept
+	}
+	f.heldMu.Unlock()
+	for _, r := range release {
+		r()
+	}
+}
+
+// contentHold is content kept for staged saves that may be coded against
+// it.
+type contentHold struct {
+	release func()
+	waiting map[*stagedFile]bool
+}
+
+// holdForStaged keeps the content of inode ino, whose name victim is about
+// to be unlinked or replaced by a rename, while saves of its family are
+// staged (and also, the save renamed over it): one of them may choose it as
+// its reference when it is encoded (the previous checkpoint the Hugging
+// Face Trainer deletes right after saving the next; the live file the
+// atomic-save idiom renames its new save over). It is freed once those
+// saves are committed, where a plain filesystem frees it at once. Files of
+// other families (a log kept open for the whole training) hold nothing.
+func (f *FS) holdForStaged(ino chain.Ino, victim string, also *stagedFile) {
+	family := chain.FamilyOf(victim)
+	f.heldMu.Lock()
+	live := make([]*stagedFile, 0, len(f.live))
+	for sf := range f.live {
+		live = append(live, sf)
+	}
+	f.heldMu.Unlock()
+	waiting := map[*stagedFile]bool{}
+	for _, sf := range live { // paths outside heldMu: they take go-fuse's locks
+		if sf == also || chain.FamilyOf(sf.path()) == family {
+			waiting[sf] = true
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	release, err := f.store.HoldContent(ino)
+	if err != nil || release == nil {
+		return
+	}
+	f.heldMu.Lock()
+	for sf := range waiting {
+		if !f.live[sf] {
+			delete(waiting, sf)
+		}
+	}
+	if len(waiting) == 0 {
+		f.heldMu.Unlock()
+		release()
+		return
+	}
+	f.held = append(f.held, &contentHold{release: release, waiting: waiting})
+	f.heldMu.Unlock()
 }

@@ -40,6 +40,7 @@ type Store interface {
 	CommitFile(ino chain.Ino, path string, f *os.File, mtime int64) error
 	BeginCommitFile(ino chain.Ino, path string) (*chain.FileCommit, error)
 	ChargeStaged(bytes int64)
+	HoldContent(ino chain.Ino) (release func(), err error)
 	Adopt(ino chain.Ino, path string) error
 	OpenVersion(id chain.VersionID) (*chain.Reader, error)
 	Info(ino chain.Ino) (*chain.FileInfo, error)

@@ -201,7 +201,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 		if bc != nil {
 			f.encoding.abort(bc)
 		}
-		of.setStage(nil)
+		of.setStage(nil, n.fsys)
 		of.dirty = false
 		f.retire(n.ino, sf)
 		return
@@ -213,7 +213,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 		n.beginCommit(of)
 		if bc = of.begun; bc == nil {
 			of.failed = fmt.Errorf("commit %s: could not queue it", n.path())
-			of.setStage(nil)
+			of.setStage(nil, n.fsys)
 			of.dirty = false
 			f.retire(n.ino, sf)
 			return
@@ -249,7 +249,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 		} else {
 			sf.committed = true
 		}
-		of.setStage(nil)
+		of.setStage(nil, n.fsys)
 		of.dirty = false
 		f.retire(n.ino, sf)
 		renamed := of.renamed
