@@ -111,7 +111,7 @@ FUZZ_TARGETS := \
 	./encode/detect:FuzzDetect ./encode/detect:FuzzTorchZip ./encode/detect:FuzzTorchLegacy \
 	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
 	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle ./encode/detect:FuzzDCP \
-	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta:FuzzRecords
+	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta:FuzzRecords ./chain:FuzzStagingNames
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
