@@ -131,7 +131,8 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns with the bytes in the page cache, in the file's staging file, and the commit follows in the background; fsync waits for it)")
 	fl.BoolVar(&f.noPassthru, "no-passthrough", false, "have the daemon write the staging files of files being saved even where the kernel could serve them itself (FUSE passthrough: Linux 6.9+, root)")
 	fl.IntVar(&f.encodeNice, "encode-nice", defaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, so that a training that keeps the cores busy runs first (0: the priority of the rest of the daemon)")
-	fl.IntVar(&f.writeBackMiB, "write-back-mib", 0, "memory for bytes written and not yet encoded, all files together; writes wait when it is full (MiB; default: a tenth of RAM, 64 MiB to 16 GiB; -1: none, each write is encoded before it returns)")
+	fl.IntVar(&f.writeBackMiB, "write-back-mib", 0, "no effect: saves wait in the page cache, in their staging files, not in the daemon's memory")
+	fl.MarkDeprecated("write-back-mib", "saves wait in the page cache (staging files), not in the daemon's memory")
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
 	fl.MarkHidden("cpuprofile")
@@ -484,7 +485,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		procsForLoweredEncoders()
 	}
 	ds, err := chain.OpenDir(f.store, chain.DirOptions{
-		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB), WriteBackBytes: int64(f.writeBackMiB) << 20,
+		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB), WriteBackBytes: -1, // saves reach the store from staging files
 			Workers: workers, EncodeNice: f.encodeNice},
 		Device: dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
 	if errors.Is(err, chain.ErrLocked) {

@@ -34,7 +34,7 @@ const (
 // scaleMountFlags give the daemon the memory of a small machine, to which
 // issue 6's bound applies; the defaults follow the machine's RAM (a few GB
 // here: section 9 has the daemon's peak at its defaults).
-var scaleMountFlags = []string{"--cache-mib", "128", "--write-back-mib", "64", "--memory-limit", "256MiB"}
+var scaleMountFlags = []string{"--cache-mib", "128", "--memory-limit", "256MiB"}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
