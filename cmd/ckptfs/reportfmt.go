@@ -17,7 +17,11 @@ import (
 // then families and files.
 func printReport(out io.Writer, r *chain.Report, files bool) {
 	fmt.Fprintln(out, headline(r))
-	fmt.Fprintf(out, "codec %s, scheme %s, snap-dis %s\n\n", r.Codec, r.Scheme, r.SnapDis)
+	fmt.Fprintf(out, "codec %s, scheme %s, snap-dis %s", r.Codec, r.Scheme, r.SnapDis)
+	if r.SaveMode != "" {
+		fmt.Fprintf(out, "; saves: %s staging files", r.SaveMode)
+	}
+	fmt.Fprint(out, "\n\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tckptfs\tplain fs (shadow)\tratio\t")
 	d, s := r.Device, r.Shadow
@@ -26,6 +30,9 @@ func printReport(out io.Writer, r *chain.Report, files bool) {
 	}
 	row("host pages written", d.HostPagesWritten, s.HostPagesWritten, fmt.Sprintf("%.3f", r.WrittenVolumeRatio))
 	row("  of which metadata (estimate)", r.MetadataPagesEstimate, r.ShadowMetadataPagesEstimate, "")
+	if r.StagedPages > 0 {
+		row("  of which staging files written back", r.StagedPages, 0, "")
+	}
 	row("GC pages copied", d.GCPagesCopied, s.GCPagesCopied, "")
 	row("pages programmed", d.PagesProgrammed, s.PagesProgrammed, ratioString(d.PagesProgrammed, s.PagesProgrammed))
 	er := "-"

@@ -35,6 +35,7 @@ mkdir "$RUN"
 
 step "mount ckptfs at $RUN (store $STORE; a 512 MiB simulated SSD preconditioned to a worn-in state, so saves cause erases)"
 "$BIN" mount --store "$STORE" --precondition --device-size 512MiB "$RUN"
+echo "saves reach the store through $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["save_mode"])' "$RUN/.ckptfs/stats.json") staging files (passthrough: the kernel serves them; daemon-written: without FUSE passthrough)"
 
 step "train: GPT-2 (4 layers, 256 wide, 3.2 M parameters), AdamW, 300 steps; the Hugging Face Trainer saves checkpoint-N/ every 50 steps and keeps the last 3"
 "$PY" "${TRAIN[@]}" --out "$RUN" 2> >(grep -v -e '^Writing model shards' -e 'loss_type=None' >&2)
