@@ -18,6 +18,8 @@ type FileInfo struct {
 	Ingest      string        // "stream" or "fallback" (IngestMode)
 	RefReason   string        // why Reference was chosen (meta.RefSameFile, ...); "" for a baseline
 	RefPath     string        // the path Reference was saved under
+	Size        int64         // the content's size
+	Checksum    uint32        // CRC-32C of the content
 }
 
 // IngestMode names how a version was ingested: streamed as it was
@@ -43,7 +45,8 @@ func (s *Store) Info(ino meta.Ino) (*FileInfo, error) {
 			return err
 		}
 		info = &FileInfo{Version: v.ID, Reference: v.Ref, Depth: v.Depth, StoredBytes: v.PackBytes,
-			Codec: v.Codec, Family: v.Family, Format: v.Format, Pack: v.Pack, Ingest: IngestMode(v), RefReason: v.RefReason}
+			Codec: v.Codec, Family: v.Family, Format: v.Format, Pack: v.Pack, Ingest: IngestMode(v), RefReason: v.RefReason,
+			Size: v.Size, Checksum: v.Checksum}
 		if ref, err := versionOrNil(tx, v.Ref); err == nil && ref != nil {
 			info.RefPath = ref.Path
 		}

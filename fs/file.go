@@ -123,7 +123,7 @@ func (h *handle) touch() (*stagedFile, syscall.Errno) {
 	if sf == nil {
 		return nil, syscall.EBADF
 	}
-	of.dirty = true
+	of.dirty, sf.committed = true, false
 	if err := sf.Mark(staging.Open); err != nil {
 		return nil, toErrno(err)
 	}
@@ -201,18 +201,12 @@ func (f *FS) spaceTight(sf *stagedFile) bool {
 	return size+size/8+(1<<20) > free
 }
 
-// Fsync makes the staged content durable on the host and commits it, then
-// makes the store durable.
+// Fsync commits the staged content and makes the store durable: the save
+// is then on the device encoded, and its staging file need not be synced
+// (nor charged to the device) as well.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	of := h.of
 	of.mu.Lock()
-	if sf := of.stage; sf != nil && of.dirty {
-		if err := sf.use(func(*os.File) error { return sf.Sync() }); err != nil {
-			of.mu.Unlock()
-			return toErrno(err)
-		}
-		h.n.fsys.chargeStaged(sf)
-	}
 	errno := h.n.commitStaged(of)
 	of.mu.Unlock()
 	if errno != 0 {

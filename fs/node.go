@@ -293,7 +293,7 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 		defer of.mu.Unlock()
 		of.waitCommit()
 		if sf := of.stage; sf != nil {
-			of.dirty = true
+			of.dirty, sf.committed = true, false
 			if err := sf.Mark(staging.Open); err != nil {
 				return toErrno(err)
 			}

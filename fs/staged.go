@@ -3,6 +3,7 @@ package fs
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"sync"
@@ -383,6 +384,7 @@ func (n *Node) commitStaged(of *openFile) syscall.Errno {
 	if err != nil {
 		return toErrno(err)
 	}
+	sf.committed = true
 	// Passthrough handles may write on without telling us.
 	of.dirty = of.passthrough > 0
 	if of.passthrough > 0 {
@@ -467,4 +469,34 @@ func (f *FS) holdForStaged(ino chain.Ino, victim string, also *stagedFile) {
 	}
 	f.held = append(f.held, &contentHold{release: release, waiting: waiting})
 	f.heldMu.Unlock()
+}
+
+// unchangedSinceCommit reports whether sf, whose content was committed
+// (fsync) while passthrough handles could still write it unseen, still holds
+// exactly the committed content: its release then commits nothing (a
+// torch.distributed.checkpoint save fsyncs each file before closing it).
+func (n *Node) unchangedSinceCommit(sf *stagedFile) bool {
+	info, err := n.fsys.store.Info(n.ino)
+	if err != nil {
+		return false
+	}
+	size, crc, err := int64(0), uint32(0), error(nil)
+	err = sf.use(func(f *os.File) error {
+		size, crc, err = checksumFile(f)
+		return err
+	})
+	if err != nil {
+		return false
+	}
+	if info == nil {
+		return size == 0
+	}
+	return size == info.Size && crc == info.Checksum
+}
+
+// checksumFile is the size and CRC-32C of f's content.
+func checksumFile(f *os.File) (int64, uint32, error) {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	n, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62))
+	return n, h.Sum32(), err
 }

@@ -232,10 +232,15 @@ func (n *Node) startCommit(of *openFile, others int) {
 	go func() {
 		defer f.stagedBytes.Add(-size)
 		f.encoding.admit(bc.ticket)
-		// The family is decided here, once, by the name the file has now.
-		err := sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), stagedMtime(sf)) })
-		if err == errGone {
-			bc.fc.Abort()
+		var err error
+		if sf.committed && n.unchangedSinceCommit(sf) {
+			bc.fc.Abort() // committed at fsync, and not written since
+		} else {
+			// The family is decided here, once, by the name the file has now.
+			err = sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), stagedMtime(sf)) })
+			if err == errGone {
+				bc.fc.Abort()
+			}
 		}
 		f.encoding.leave()
 		if time.Since(sf.born) > f.dirtyExpire {

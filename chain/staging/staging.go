@@ -102,27 +102,6 @@ func (f *File) Mark(s State) error {
 	return nil
 }
 
-// Sync makes the file's content and its record durable (fsync of the file
-// and of the directory), as fsync of a plain file does.
-func (f *File) Sync() error {
-	if err := f.File.Sync(); err != nil {
-		return fmt.Errorf("sync staging file: %w", err)
-	}
-	return f.dir.sync()
-}
-
-func (d *Dir) sync() error {
-	dir, err := os.Open(d.path)
-	if err != nil {
-		return fmt.Errorf("sync staging directory: %w", err)
-	}
-	defer dir.Close()
-	if err := dir.Sync(); err != nil {
-		return fmt.Errorf("sync staging directory: %w", err)
-	}
-	return nil
-}
-
 // Remove deletes the file and closes it.
 func (f *File) Remove() error {
 	err := os.Remove(f.dir.name(f.Ino, f.seq, f.state))
