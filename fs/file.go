@@ -182,6 +182,9 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		errno := h.n.commitStaged(of)
 		if errno != 0 {
 			of.dirty = false // reported: the previous content stays
+			// The kernel's cached size and pages are the rejected save's.
+			h.n.fsys.markStale(h.n.ino)
+			go h.n.NotifyContent(0, 0) // not from inside this request: it may wait on it
 		}
 		return errno
 	}
