@@ -228,6 +228,11 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 			return errno
 		}
 	}
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && n.StableAttr().Mode == syscall.S_IFREG {
+		if errno := n.killPrivileges(ctx); errno != 0 { // truncate or chown by a non-root caller
+			return errno
+		}
+	}
 	mode, hasMode := in.GetMode()
 	uid, hasUid := in.GetUID()
 	gid, hasGid := in.GetGID()

@@ -23,6 +23,11 @@ func writable(flags uint32) bool {
 // staging file (staged.go), empty with O_TRUNC (the mount asks the kernel
 // to pass O_TRUNC with the open), else holding the committed content.
 func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if writable(flags) {
+		if errno := n.killPrivileges(ctx); errno != 0 {
+			return nil, 0, errno
+		}
+	}
 	h, errno := n.openHandle(flags, false)
 	if errno != 0 {
 		return nil, 0, errno
@@ -104,4 +109,39 @@ func (n *Node) release(of *openFile, writable bool) {
 	if n.fsys.open.release(n.ino, writable, n.startCommit) {
 		n.fsys.forget(n.ino)
 	}
+}
+
+// killPrivileges clears the setuid bit, and the setgid bit of a
+// group-executable file, and drops security.capability, when a caller
+// other than root opens the file for writing. The mount handles that itself
+// (HANDLE_KILLPRIV_V2): otherwise the kernel asks for security.capability
+// before every write(2), a round trip to the daemon that passthrough
+// writes would pay too. A plain kernel clears them at the first write; here
+// it is at the open, which a write follows.
+func (n *Node) killPrivileges(ctx context.Context) syscall.Errno {
+	caller, ok := fuse.FromContext(ctx)
+	if !ok || caller.Uid == 0 {
+		return 0
+	}
+	in, err := n.fsys.store.Inode(n.ino)
+	if err != nil {
+		return toErrno(err)
+	}
+	kill := in.Mode&syscall.S_ISUID != 0 || in.Mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP
+	if kill {
+		_, err = n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
+			ino.Mode &^= syscall.S_ISUID
+			if ino.Mode&syscall.S_IXGRP != 0 {
+				ino.Mode &^= syscall.S_ISGID
+			}
+			return nil
+		})
+		if err != nil {
+			return toErrno(err)
+		}
+	}
+	if _, has := n.fsys.store.Xattr(n.ino, "security.capability"); has {
+		return toErrno(n.fsys.store.RemoveXattr(n.ino, "security.capability"))
+	}
+	return 0
 }

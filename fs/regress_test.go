@@ -420,3 +420,31 @@ func TestSparseFilesCostNothing(t *testing.T) {
 		f.Close()
 	}
 }
+
+// TestWriteByOtherUserClearsSetuid: the mount clears setuid bits itself
+// (HANDLE_KILLPRIV_V2, so that the kernel does not ask for
+// security.capability before every write): a user other than root opening
+// a setuid, setgid group-executable file for writing clears both bits.
+func TestWriteByOtherUserClearsSetuid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to write as another user")
+	}
+	m := mountStoreWith(t, true)
+	name := m.path("prog")
+	if err := os.WriteFile(name, []byte("#!/bin/sh\n"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(name, 0o777|os.ModeSetuid|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "echo more >> "+name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("write as another user: %v %s", err, out)
+	}
+	st := statT(t, name)
+	if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		t.Errorf("mode %o after a write by another user: setuid/setgid kept", st.Mode)
+	}
+	wantContent(t, name, []byte("#!/bin/sh\nmore\n"))
+}
