@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain/storage/memstore"
-	"golang.org/x/sys/unix"
 )
 
 // patternSeries is two saves of a safetensors file of about 105 MB: float32
@@ -60,31 +59,9 @@ var writePatterns = []writePattern{
 	}},
 	{"ftruncate-mmap", func(t *testing.T, m *testMount, name string, data []byte) {
 		// Created under a temporary name, sized, renamed, then filled
-		// through a shared mapping in 8 MiB slices (mmap-based writers).
-		tmp := m.path(name + ".tmp")
-		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if err := f.Truncate(int64(len(data))); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, m.path(name)); err != nil {
-			t.Fatal(err)
-		}
-		for off := 0; off < len(data); off += 8 << 20 {
-			end := min(off+8<<20, len(data))
-			page := off &^ (os.Getpagesize() - 1)
-			mm, err := unix.Mmap(int(f.Fd()), int64(page), end-page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-			if err != nil {
-				t.Fatal(err)
-			}
-			copy(mm[off-page:], data[off:end])
-			if err := unix.Munmap(mm); err != nil {
-				t.Fatal(err)
-			}
-		}
+		// through a shared mapping (mmap-based writers), in a child
+		// process: the server's own process must not fault on its mount.
+		mmapSaveInChild(t, m.path(name+".tmp"), m.path(name), data)
 	}},
 	{"out-of-order", func(t *testing.T, m *testMount, name string, data []byte) {
 		f, err := os.OpenFile(m.path(name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
