@@ -48,14 +48,6 @@ func (t *openTable) addWritable(of *openFile) {
 	t.mu.Unlock()
 }
 
-// writableOpen reports whether ino has a handle open for writing.
-func (t *openTable) writableOpen(ino chain.Ino) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	of := t.files[ino]
-	return of != nil && of.writable > 0
-}
-
 // writers is the number of handles of of open for writing.
 func (t *openTable) writers(of *openFile) int {
 	t.mu.Lock()

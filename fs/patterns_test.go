@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -20,24 +19,16 @@ import (
 func patternSeries() [2][]byte {
 	const tensors, elems = 5, 5_250_000
 	rng := rand.New(rand.NewSource(27))
-	var hdr bytes.Buffer
-	hdr.WriteString("{")
-	for i := 0; i < tensors; i++ {
-		if i > 0 {
-			hdr.WriteString(",")
-		}
-		fmt.Fprintf(&hdr, "\"layer.%d.weight\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}", i, elems, i*4*elems, (i+1)*4*elems)
+	names := make([]string, tensors)
+	for i := range names {
+		names[i] = fmt.Sprintf("layer.%d.weight", i)
 	}
-	hdr.WriteString("}")
-	for hdr.Len()%8 != 0 {
-		hdr.WriteString(" ")
-	}
-	head := 8 + hdr.Len()
+	header := safetensorsHeader(names, elems)
+	head := len(header)
 	var out [2][]byte
 	for v := range out {
 		out[v] = make([]byte, head+tensors*elems*4)
-		binary.LittleEndian.PutUint64(out[v], uint64(hdr.Len()))
-		copy(out[v][8:], hdr.Bytes())
+		copy(out[v], header)
 	}
 	for i := 0; i < tensors*elems; i++ {
 		w := rng.NormFloat64() * 0.05

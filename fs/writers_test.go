@@ -37,21 +37,8 @@ func safetensorsSeries(n int) [][]byte {
 	}
 	var out [][]byte
 	for v := 0; v < n; v++ {
-		var hdr bytes.Buffer
-		hdr.WriteString("{")
-		for i, name := range names {
-			if i > 0 {
-				hdr.WriteString(",")
-			}
-			fmt.Fprintf(&hdr, "%q:{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}", name, elems, i*4*elems, (i+1)*4*elems)
-		}
-		hdr.WriteString("}")
-		for hdr.Len()%8 != 0 {
-			hdr.WriteString(" ")
-		}
 		var b bytes.Buffer
-		binary.Write(&b, binary.LittleEndian, uint64(hdr.Len()))
-		b.Write(hdr.Bytes())
+		b.Write(safetensorsHeader(names, elems))
 		for i := range w {
 			for _, x := range w[i] {
 				binary.Write(&b, binary.LittleEndian, math.Float32bits(x))
@@ -63,6 +50,24 @@ func safetensorsSeries(n int) [][]byte {
 		out = append(out, b.Bytes())
 	}
 	return out
+}
+
+// safetensorsHeader is the length-prefixed header of a safetensors file of
+// float32 tensors of elems elements each, named names, in that order.
+func safetensorsHeader(names []string, elems int) []byte {
+	var hdr bytes.Buffer
+	hdr.WriteString("{")
+	for i, name := range names {
+		if i > 0 {
+			hdr.WriteString(",")
+		}
+		fmt.Fprintf(&hdr, "%q:{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%d,%d]}", name, elems, i*4*elems, (i+1)*4*elems)
+	}
+	hdr.WriteString("}")
+	for hdr.Len()%8 != 0 {
+		hdr.WriteString(" ")
+	}
+	return append(binary.LittleEndian.AppendUint64(nil, uint64(hdr.Len())), hdr.Bytes()...)
 }
 
 func xattr(t *testing.T, name, attr string) string {
