@@ -33,7 +33,7 @@ type Report struct {
 	Versions      int   `json:"versions_kept"` // live plus hidden bases
 
 	// WrittenVolumeRatio: device host pages written ÷ shadow host pages
-	// written. EraseRatio: device erases ÷ shadow erases (null until the
+	// written or still dirty (ShadowDirtyPages). EraseRatio: device erases ÷ shadow erases (null until the
 	// shadow erased anything).
 	WrittenVolumeRatio float64  `json:"written_volume_ratio"`
 	EraseRatio         *float64 `json:"erase_ratio"`
@@ -47,6 +47,13 @@ type Report struct {
 	// StagedPages: pages of staging files the host would have written back
 	// (fsync, dirty expiry or limit) before their encoding; on the device.
 	StagedPages int64 `json:"staged_pages"`
+	// ShadowDirtyPages and ShadowSparedPages: in a mount, the shadow's
+	// data pages committed and still in the modelled page cache, and
+	// those it never wrote because they were dirtied again or freed
+	// first (wear.DeferWriteBack). Shadow host pages written, dirty and
+	// spared add up to what charging every commit writes (replay).
+	ShadowDirtyPages  int64 `json:"shadow_dirty_pages"`
+	ShadowSparedPages int64 `json:"shadow_spared_pages"`
 	// SaveMode is how a mount's saves reach their staging files:
 	// "passthrough" or "daemon-written" (empty offline).
 	SaveMode string `json:"save_mode,omitempty"`
@@ -176,8 +183,11 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	r.MetadataPagesEstimate = ds.wear.MetadataPages()
 	r.ShadowMetadataPagesEstimate = ds.wear.ShadowMetadataPages()
 	r.StagedPages = ds.wear.StagedPages()
-	if r.Shadow.HostPagesWritten > 0 {
-		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(r.Shadow.HostPagesWritten)
+	r.ShadowDirtyPages, r.ShadowSparedPages = ds.wear.DirtyPages(), ds.wear.SparedPages()
+	// The device is charged at commit; the shadow's dirty pages will be
+	// written unless freed within the expiry, so they count as written.
+	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages; sh > 0 {
+		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(sh)
 	}
 	if r.Shadow.Erases > 0 {
 		er := float64(r.Device.Erases) / float64(r.Shadow.Erases)

@@ -90,8 +90,9 @@ type Store struct {
 
 	nextVersion atomic.Uint64
 
-	jobs      chan *chunkJob // to the encode workers
-	closeOnce sync.Once
+	jobs        chan *chunkJob // to the encode workers
+	closeOnce   sync.Once
+	stopFlusher chan struct{} // the shadow's write-back flusher (shadow.go), if running
 
 	resv       reservations    // space of accepted, uncommitted writes
 	dirty      dirtyMemory     // memory of uncommitted bytes, all writers together
@@ -166,7 +167,13 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 
 // Close stops the workers. The caller closes the database and devices.
 func (s *Store) Close() {
-	s.closeOnce.Do(func() { close(s.jobs) })
+	s.closeOnce.Do(func() {
+		close(s.jobs)
+		if s.stopFlusher != nil {
+			close(s.stopFlusher)
+			s.wear.WriteBackAll() // unmount writes back the page cache
+		}
+	})
 }
 
 // loadLayout reads the store's chunk layout, or records l for a new store.

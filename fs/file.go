@@ -215,6 +215,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	if errno != 0 {
 		return errno
 	}
+	h.n.fsys.store.WriteBackShadow(h.n.ino) // a plain filesystem writes the file now
 	return toErrno(h.n.fsys.store.SyncData())
 }
 

@@ -78,6 +78,7 @@ func New(store Store) *FS {
 	f := &FS{store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
 		backings: map[chain.Ino]*backing{}, live: map[*stagedFile]bool{}}
 	f.dirtyExpire, f.dirtyLimit = hostWriteBack()
+	store.ModelShadowWriteBack(f.dirtyExpire, f.dirtyLimit)
 	return f
 }
 

@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"time"
+
 	"os"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -48,4 +50,7 @@ type Store interface {
 	// The whole store.
 	Statfs() chain.FSStat
 	SyncData() error
+	// The plain filesystem the shadow stands for: its page cache.
+	ModelShadowWriteBack(expire time.Duration, limitBytes int64)
+	WriteBackShadow(ino chain.Ino)
 }

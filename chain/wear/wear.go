@@ -3,7 +3,9 @@
 // ring, as a log-structured metadata area would be rewritten), and the
 // shadow device, which receives what a plain filesystem with a page cache
 // and online discard would have written for the same operations: each
-// file's dirty pages once per commit (close or fsync), trims when blocks are
+// file's dirty pages once per commit (close or fsync), or, with
+// DeferWriteBack, when its page cache would write them back (writeback.go);
+// trims when blocks are
 // freed (truncate, unlink), and an estimated page of metadata (inode,
 // directory block) per change. Every report puts the shadow beside the real
 // device.
@@ -42,6 +44,8 @@ type Accounts struct {
 	metaTotal atomic.Int64 // metadata pages accounted on the device
 	stagedTot atomic.Int64 // staging pages written back, accounted on the device
 	shMetaTot atomic.Int64
+
+	wb *writeBack // nil: the shadow is charged at every commit
 }
 
 // New accounts to dev and shadow (equal geometry), whose first metaPages
@@ -141,20 +145,18 @@ func (a *Accounts) Commit(tx *meta.Tx, ino meta.Ino, c Change, newSize int64) er
 	}
 	ps := a.pageSize
 	if c.Truncated {
-		if exts, err = a.resize(tx, exts, (c.TruncSize+ps-1)/ps); err != nil {
+		if exts, err = a.resize(tx, ino, exts, (c.TruncSize+ps-1)/ps); err != nil {
 			return err
 		}
 	}
-	if exts, err = a.resize(tx, exts, (newSize+ps-1)/ps); err != nil {
+	if exts, err = a.resize(tx, ino, exts, (newSize+ps-1)/ps); err != nil {
 		return err
 	}
+	var dirty []meta.Extent
 	for _, r := range c.Dirty {
-		for _, e := range meta.SubExtents(exts, r.First, r.Count) {
-			if err := a.shadow.Account(e.Start, e.Len); err != nil {
-				logrus.WithError(err).Debug("shadow write")
-			}
-		}
+		dirty = append(dirty, meta.SubExtents(exts, r.First, r.Count)...)
 	}
+	a.dirty(tx, ino, dirty)
 	a.ShadowMetadata(1)
 	return tx.PutShadowExtents(ino, exts)
 }
@@ -165,7 +167,7 @@ func (a *Accounts) Release(tx *meta.Tx, ino meta.Ino) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.resize(tx, exts, 0); err != nil {
+	if _, err := a.resize(tx, ino, exts, 0); err != nil {
 		return err
 	}
 	a.ShadowMetadata(1)
@@ -174,7 +176,7 @@ func (a *Accounts) Release(tx *meta.Tx, ino meta.Ino) error {
 
 // resize grows or shrinks an inode's shadow extents to pages pages; freed
 // pages are trimmed on the shadow device.
-func (a *Accounts) resize(tx *meta.Tx, exts []meta.Extent, pages int64) ([]meta.Extent, error) {
+func (a *Accounts) resize(tx *meta.Tx, ino meta.Ino, exts []meta.Extent, pages int64) ([]meta.Extent, error) {
 	have := extentPages(exts)
 	switch {
 	case pages < have:
@@ -187,6 +189,7 @@ func (a *Accounts) resize(tx *meta.Tx, exts []meta.Extent, pages int64) ([]meta.
 		if err := a.shAlloc.Free(tx, drop); err != nil {
 			return nil, err
 		}
+		a.freed(tx, ino, drop)
 		return keep, nil
 	case pages > have:
 		more, err := a.shAlloc.Reserve(pages - have)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
@@ -105,4 +106,91 @@ func TestMetadataRing(t *testing.T) {
 	if st := dev.Stats(); st.ValidPages > 64 {
 		t.Fatalf("%d valid pages: the ring did not stay inside its 64 pages", st.ValidPages)
 	}
+}
+
+// TestShadowWriteBack: with the page cache modelled, the shadow is charged
+// a file's data pages when a plain filesystem would write them back (one
+// case per rule of docs/NANDSIM.md), each page once, and never for pages
+// freed first.
+func TestShadowWriteBack(t *testing.T) {
+	a, db, _, shadow := newAccounts(t)
+	const ps = 4096
+	now := time.Unix(1000, 0)
+	a.DeferWriteBack(30*time.Second, 10*ps, func() time.Time { return now })
+	update := func(fn func(tx *meta.Tx) error) {
+		t.Helper()
+		if err := db.Update(fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite := func(ino meta.Ino, pages int64) {
+		t.Helper()
+		update(func(tx *meta.Tx) error { return a.Commit(tx, ino, a.Rewrite(pages*ps), pages*ps) })
+	}
+	// Data pages charged since the last call (metadata pages left out).
+	last := shadow.Stats().HostPagesWritten - a.ShadowMetadataPages()
+	data := func() int64 {
+		n := shadow.Stats().HostPagesWritten - a.ShadowMetadataPages()
+		d := n - last
+		last = n
+		return d
+	}
+	check := func(rule string, want int64) {
+		t.Helper()
+		if got := data(); got != want {
+			t.Fatalf("%s: %d data pages charged, want %d", rule, got, want)
+		}
+	}
+
+	rewrite(1, 4)
+	check("at commit", 0)
+	update(func(tx *meta.Tx) error { return a.Release(tx, 1) })
+	a.WriteBackAll()
+	check("unlinked before the expiry", 0)
+
+	rewrite(2, 4)
+	rewrite(2, 3) // truncated and rewritten: the first 4 pages never reach the disk
+	update(func(tx *meta.Tx) error {
+		return a.Commit(tx, 2, Change{Dirty: []PageRange{{0, 2}}}, 3*ps) // in place, pages dirty already
+	})
+	now = now.Add(29 * time.Second)
+	a.WriteBackDue()
+	check("before the expiry", 0)
+	now = now.Add(time.Second)
+	a.WriteBackDue()
+	check("dirty past the expiry", 3)
+	a.WriteBackAll()
+	check("written back already", 0)
+
+	rewrite(3, 2)
+	a.WriteBackFile(3)
+	check("fsync", 2)
+
+	rewrite(4, 6)
+	now = now.Add(time.Second)
+	rewrite(5, 6) // 12 dirty pages, over the limit of 10: the oldest file goes
+	check("past the background limit", 6)
+	if a.DirtyPages() != 6 {
+		t.Fatalf("%d pages dirty after the limit's write-back, want 6", a.DirtyPages())
+	}
+	update(func(tx *meta.Tx) error {
+		return a.Commit(tx, 5, Change{Truncated: true, TruncSize: 2 * ps, Dirty: []PageRange{{1, 1}}}, 2*ps)
+	})
+	a.WriteBackAll()
+	check("cut to 2 pages, then unmount", 2)
+	if a.DirtyPages() != 0 {
+		t.Fatalf("%d pages dirty after WriteBackAll", a.DirtyPages())
+	}
+
+	boom := errors.New("boom")
+	if err := db.Update(func(tx *meta.Tx) error {
+		if err := a.Commit(tx, 6, a.Rewrite(3*ps), 3*ps); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	a.WriteBackAll()
+	check("a failed transaction", 0)
 }

@@ -33,6 +33,10 @@ func printReport(out io.Writer, r *chain.Report, files bool) {
 	if r.StagedPages > 0 {
 		row("  of which staging files written back", r.StagedPages, 0, "")
 	}
+	if r.ShadowDirtyPages > 0 || r.ShadowSparedPages > 0 {
+		row("  still dirty in the page cache", 0, r.ShadowDirtyPages, "")
+		row("  spared by the page cache", 0, r.ShadowSparedPages, "")
+	}
 	row("GC pages copied", d.GCPagesCopied, s.GCPagesCopied, "")
 	row("pages programmed", d.PagesProgrammed, s.PagesProgrammed, ratioString(d.PagesProgrammed, s.PagesProgrammed))
 	er := "-"

@@ -1,0 +1,254 @@
+package wear
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/sirupsen/logrus"
+)
+
+// The plain filesystem's page cache. A plain filesystem does not write a
+// file's pages at close: they stay dirty in the page cache until the file
+// is synced, has been dirty longer than the dirty expiry (30 s by default),
+// or the dirty bytes pass the background limit. A file deleted or cut
+// before then is never written: a last.pt rewritten every few seconds
+// costs the disk one copy when it settles, not one per save. With
+// DeferWriteBack the shadow follows that model; without it (replay, the
+// paper's offline figures) every commit is charged at once.
+
+// writeBack holds the shadow pages committed but not yet written back.
+type writeBack struct {
+	expire time.Duration
+	limit  int64 // pages
+	now    func() time.Time
+
+	mu     sync.Mutex
+	files  map[meta.Ino]*dirtyFile
+	pages  int64 // over files
+	spared int64 // pages dirtied again while dirty, or freed while dirty
+}
+
+// dirtyFile is one inode's dirty shadow pages (device pages, disjoint) and
+// when the first of them was dirtied, which the kernel's expiry counts from.
+type dirtyFile struct {
+	exts  []meta.Extent
+	pages int64
+	since time.Time
+}
+
+// DeferWriteBack makes the shadow charge a file's committed pages only
+// when a plain filesystem's page cache would write them back: after expire
+// dirty, when more than limitBytes are dirty (oldest files first), at
+// WriteBackFile (fsync) or WriteBackAll (sync, unmount). now is the clock
+// (time.Now outside tests). Call it before the first commit.
+func (a *Accounts) DeferWriteBack(expire time.Duration, limitBytes int64, now func() time.Time) {
+	a.wb = &writeBack{expire: expire, limit: limitBytes / a.pageSize, now: now, files: map[meta.Ino]*dirtyFile{}}
+}
+
+// dirty records, once tx commits, that ino's device pages exts were
+// written into the page cache; without the model it charges them now.
+func (a *Accounts) dirty(tx *meta.Tx, ino meta.Ino, exts []meta.Extent) {
+	if len(exts) == 0 {
+		return
+	}
+	wb := a.wb
+	if wb == nil {
+		a.charge(exts)
+		return
+	}
+	tx.OnCommit(func() {
+		wb.mu.Lock()
+		df := wb.files[ino]
+		if df == nil {
+			df = &dirtyFile{since: wb.now()}
+			wb.files[ino] = df
+		}
+		var added int64
+		for _, e := range exts {
+			df.exts = union(df.exts, e)
+			added += e.Len
+		}
+		n := extentPages(df.exts) // pages dirty again count once
+		wb.spared += added - (n - df.pages)
+		wb.pages += n - df.pages
+		df.pages = n
+		over := wb.pages > wb.limit
+		wb.mu.Unlock()
+		if over {
+			a.writeBackOver()
+		}
+	})
+}
+
+// freed forgets, once tx commits, dirty pages of ino that were freed
+// (truncate, unlink) before the page cache wrote them.
+func (a *Accounts) freed(tx *meta.Tx, ino meta.Ino, drop []meta.Extent) {
+	wb := a.wb
+	if wb == nil || len(drop) == 0 {
+		return
+	}
+	tx.OnCommit(func() {
+		wb.mu.Lock()
+		defer wb.mu.Unlock()
+		df := wb.files[ino]
+		if df == nil {
+			return
+		}
+		for _, e := range drop {
+			df.exts = subtract(df.exts, e)
+		}
+		n := extentPages(df.exts)
+		wb.pages -= df.pages - n
+		wb.spared += df.pages - n
+		df.pages = n
+		if n == 0 {
+			delete(wb.files, ino)
+		}
+	})
+}
+
+// take removes and returns the dirty files that pick selects.
+func (wb *writeBack) take(pick func(ino meta.Ino, df *dirtyFile) bool) []*dirtyFile {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	var out []*dirtyFile
+	for ino, df := range wb.files {
+		if pick(ino, df) {
+			out = append(out, df)
+			wb.pages -= df.pages
+			delete(wb.files, ino)
+		}
+	}
+	return out
+}
+
+func (a *Accounts) chargeFiles(dfs []*dirtyFile) {
+	for _, df := range dfs {
+		a.charge(df.exts)
+	}
+}
+
+func (a *Accounts) charge(exts []meta.Extent) {
+	for _, e := range exts {
+		if err := a.shadow.Account(e.Start, e.Len); err != nil {
+			logrus.WithError(err).Debug("shadow write")
+		}
+	}
+}
+
+// WriteBackDue charges the files dirty longer than the expiry, as the
+// kernel's flusher does when it wakes (every 5 s by default).
+func (a *Accounts) WriteBackDue() {
+	if a.wb == nil {
+		return
+	}
+	now := a.wb.now()
+	a.chargeFiles(a.wb.take(func(_ meta.Ino, df *dirtyFile) bool { return now.Sub(df.since) >= a.wb.expire }))
+}
+
+// WriteBackFile charges ino's dirty pages: fsync of the file.
+func (a *Accounts) WriteBackFile(ino meta.Ino) {
+	if a.wb == nil {
+		return
+	}
+	a.chargeFiles(a.wb.take(func(i meta.Ino, _ *dirtyFile) bool { return i == ino }))
+}
+
+// WriteBackAll charges every dirty page: sync(2), unmount.
+func (a *Accounts) WriteBackAll() {
+	if a.wb == nil {
+		return
+	}
+	a.chargeFiles(a.wb.take(func(meta.Ino, *dirtyFile) bool { return true }))
+}
+
+// DirtyPages is the shadow pages committed and not yet written back.
+func (a *Accounts) DirtyPages() int64 {
+	if a.wb == nil {
+		return 0
+	}
+	a.wb.mu.Lock()
+	defer a.wb.mu.Unlock()
+	return a.wb.pages
+}
+
+// SparedPages is the shadow pages that a plain filesystem charged at every
+// commit would have written and its page cache did not: pages dirtied
+// again before their write-back, or freed (unlink, truncate) before it.
+// Written, dirty and spared pages together are the every-commit charge.
+func (a *Accounts) SparedPages() int64 {
+	if a.wb == nil {
+		return 0
+	}
+	a.wb.mu.Lock()
+	defer a.wb.mu.Unlock()
+	return a.wb.spared
+}
+
+// writeBackOver writes back the oldest dirty files until the dirty pages
+// are under the background limit.
+func (a *Accounts) writeBackOver() {
+	wb := a.wb
+	for {
+		wb.mu.Lock()
+		var oldest meta.Ino
+		var df *dirtyFile
+		if wb.pages > wb.limit {
+			for ino, d := range wb.files {
+				if df == nil || d.since.Before(df.since) {
+					oldest, df = ino, d
+				}
+			}
+		}
+		if df != nil {
+			wb.pages -= df.pages
+			delete(wb.files, oldest)
+		}
+		wb.mu.Unlock()
+		if df == nil {
+			return
+		}
+		a.charge(df.exts)
+	}
+}
+
+// union adds e to the sorted, disjoint extents exts.
+func union(exts []meta.Extent, e meta.Extent) []meta.Extent {
+	out := make([]meta.Extent, 0, len(exts)+1)
+	for _, x := range exts {
+		switch {
+		case x.End() < e.Start || e.End() < x.Start:
+			out = append(out, x)
+		default: // overlapping or touching: merge into e
+			lo, hi := min(x.Start, e.Start), max(x.End(), e.End())
+			e = meta.Extent{Start: lo, Len: hi - lo}
+		}
+	}
+	i := 0
+	for i < len(out) && out[i].Start < e.Start {
+		i++
+	}
+	out = append(out, meta.Extent{})
+	copy(out[i+1:], out[i:])
+	out[i] = e
+	return out
+}
+
+// subtract removes e from the sorted, disjoint extents exts.
+func subtract(exts []meta.Extent, e meta.Extent) []meta.Extent {
+	var out []meta.Extent
+	for _, x := range exts {
+		if x.End() <= e.Start || e.End() <= x.Start {
+			out = append(out, x)
+			continue
+		}
+		if x.Start < e.Start {
+			out = append(out, meta.Extent{Start: x.Start, Len: e.Start - x.Start})
+		}
+		if e.End() < x.End() {
+			out = append(out, meta.Extent{Start: e.End(), Len: x.End() - e.End()})
+		}
+	}
+	return out
+}
