@@ -81,12 +81,14 @@ type Policy struct {
 // DefaultMaxDepth bounds a cold read to 4 decodes per chunk. Measured on
 // the training series (docs/READS.md): depths 4 and 5 saved no write volume
 // on fp32+Adam and 1.4 and 2.8 points of the plain volume on SGD and bf16,
-// and read 21% and 51% slower than depth 3.
+// and read 21% and 51% slower than depth 3. Re-measured with the scaled
+// codec (docs/CODECS.md): depth 5 saves 1.3-3.2 points, depth 8 no more;
+// the restore of the latest checkpoint, a user's first need, keeps 3.
 const DefaultMaxDepth = 3
 
 // Default is what `ckptfs mount` uses without flags.
 func Default() Policy {
-	return Policy{Codec: encode.Planes, Scheme: Progressive, SnapDis: SnapDisAuto, MaxDepth: DefaultMaxDepth}
+	return Policy{Codec: encode.DefaultCodec, Scheme: Progressive, SnapDis: SnapDisAuto, MaxDepth: DefaultMaxDepth}
 }
 
 // Validate refuses policies the store cannot follow.
