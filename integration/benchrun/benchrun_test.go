@@ -114,3 +114,24 @@ func TestSynth(t *testing.T) {
 		t.Error("writeSynth and synthBytes disagree")
 	}
 }
+
+// TestSave1GDoc renders section 10 and the headline from a result: every
+// target's row and the goal line, no missing key.
+func TestSave1GDoc(t *testing.T) {
+	tg := func(save float64) *Save1GTarget {
+		return &Save1GTarget{Save: []float64{save}, Durable: []float64{2 * save}, SaveMed: save, DurableMed: 2 * save, SaveRatio: save, DurableRatio: save}
+	}
+	s := &Save1G{Command: "python bench_save1g.py", CheckpointBytes: 1 << 30, PauseSeconds: 6,
+		Targets:    map[string]*Save1GTarget{"passthrough": tg(1.07), "daemon-written": tg(1.3), "loopback-passthrough": tg(0.98), "plain": tg(1)},
+		StoreRatio: map[string]float64{"passthrough": 0.7, "daemon-written": 0.71}, DaemonHWM: map[string]int64{}}
+	doc := renderDoc(&Results{Save1G: s})
+	for _, want := range []string{"## 10. torch.save of 1 GiB", "| passthrough | 1.07 |", "| daemon-written | 1.30 |",
+		"| loopback-passthrough | 0.98 |", "**1.07×** with passthrough", "torch.save of 1024 MiB"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("doc lacks %q:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "Each save right after") {
+		t.Error("a table for the no-pause run that did not happen")
+	}
+}

@@ -60,6 +60,9 @@ func renderDoc(r *Results) string {
 	if r.SaveStall != nil {
 		saveStallDoc(&w, r.SaveStall, r.TorchIO)
 	}
+	if r.Save1G != nil {
+		save1gDoc(&w, r.Save1G)
+	}
 	return w.String()
 }
 
@@ -185,9 +188,14 @@ func headline(w *docWriter, r *Results) {
 		w.f("- **Saves that do not stall** (Hugging Face Trainer, the demo's GPT-2, a save every %d steps): training wall time into the mount ÷ plain directory %s",
 			trainerEvery, f3(s.Ratio))
 		if len(s.Loopback) > 0 {
-			w.f(" (into a go-fuse loopback that forwards writes through its daemon: %s)", f3(s.LoopbackRatio))
+			w.f(" (into a go-fuse passthrough loopback: %s)", f3(s.LoopbackRatio))
 		}
 		w.f("; %s of the daemon's CPU in the Go runtime.\n", pct(s.GCShare))
+	}
+	if s := r.Save1G; s != nil {
+		pt, dw, lb := s.Targets["passthrough"], s.Targets["daemon-written"], s.Targets["loopback-passthrough"]
+		w.f("- **torch.save of %s** (section 10, ÷ plain directory, medians): passthrough mount %s× (until durable %s×), daemon-written mount %s× (%s×), the passthrough go-fuse loopback %s× (%s×).\n",
+			mibs(s.CheckpointBytes), f2(pt.SaveRatio), f2(pt.DurableRatio), f2(dw.SaveRatio), f2(dw.DurableRatio), f2(lb.SaveRatio), f2(lb.DurableRatio))
 	}
 	if q := r.SeqIO; q != nil {
 		c, l, p := q.Targets["ckptfs"], q.Targets["loopback"], q.Targets["plain"]

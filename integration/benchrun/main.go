@@ -43,6 +43,7 @@ var sections = []section{
 	{"peers", runPeerSection},
 	{"reads", runReadsSection},
 	{"savestall", runSaveStallSection},
+	{"save1g", runSave1GSection},
 }
 
 // bench is the run's configuration and its results so far.

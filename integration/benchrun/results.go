@@ -21,6 +21,7 @@ type Results struct {
 	Peers      *PeerSection   `json:"peers,omitempty"`
 	Reads      *Reads         `json:"reads,omitempty"`
 	SaveStall  *SaveStall     `json:"save_stall,omitempty"`
+	Save1G     *Save1G        `json:"save_1g,omitempty"`
 }
 
 // SectionTime is how long a section took in the run that last ran it.

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// save1gPause is the pause before each timed save of the save1g section:
+// longer than the 2 s after which a virtual machine's guest hands freed
+// memory back to its host (free page reporting), so that every target's
+// save writes into memory in the same state (bench_save1g.py).
+const save1gPause = 6
+
+// save1gTargets are the directories of the save1g section, in the order
+// of the first repetition; the last is the plain directory ratios are
+// taken against.
+var save1gTargets = []string{"passthrough", "daemon-written", "loopback-passthrough", "plain"}
+
+// Save1G is torch.save of a ~1 GiB training state into a ckptfs mount in
+// each save mode, a go-fuse passthrough loopback (the floor of a FUSE
+// filesystem) and a plain directory, side by side; and the time until the
+// save is durable (fsync).
+type Save1G struct {
+	Command         string  `json:"command"`
+	CheckpointBytes int64   `json:"checkpoint_bytes"`
+	PauseSeconds    float64 `json:"pause_s"`
+	// Per target (save1gTargets): the samples and medians, and the
+	// ratios of the medians to the plain directory's.
+	Targets map[string]*Save1GTarget `json:"targets"`
+	// Without the pause: each save follows the delete of the previous one
+	// at once, so a page cache that freed memory reuses it.
+	NoPause map[string]*Save1GTarget `json:"no_pause"`
+	// The mounts' written_volume_ratio after the run, per save mode.
+	StoreRatio map[string]float64 `json:"written_volume_ratio"`
+	DaemonHWM  map[string]int64   `json:"daemon_peak_rss"`
+}
+
+// Save1GTarget is one target's times.
+type Save1GTarget struct {
+	Save          []float64 `json:"save_s"`
+	Durable       []float64 `json:"durable_s"`
+	SaveMed       float64   `json:"save_median_s"`
+	DurableMed    float64   `json:"durable_median_s"`
+	SaveRatio     float64   `json:"save_ratio"`
+	DurableRatio  float64   `json:"durable_ratio"`
+	SaveMBs       float64   `json:"save_mb_s"`
+	DurableMBs    float64   `json:"durable_mb_s"`
+	BytesPerSaved int64     `json:"bytes"`
+}
+
+// runSave1GSection runs bench_save1g.py into a passthrough mount, a
+// daemon-written mount (--no-passthrough), a passthrough loopback and a
+// plain directory, with the pause and then without it.
+func runSave1GSection(b *bench) error {
+	py := venvPython()
+	if _, err := os.Stat(py); err != nil {
+		return fmt.Errorf("the writers' venv (make deps): %w", err)
+	}
+	base := filepath.Join(b.tmp, "save1g")
+	pt, err := b.mount("save1g-pt")
+	if err != nil {
+		return err
+	}
+	dw, err := b.mount("save1g-dw", "--no-passthrough")
+	if err != nil {
+		pt.unmount()
+		return err
+	}
+	lb, err := b.startLoopback(filepath.Join(base, "loop-orig"), filepath.Join(base, "loop-mnt"), true)
+	if err != nil {
+		errors.Join(pt.unmount(), dw.unmount())
+		return err
+	}
+	plain := filepath.Join(base, "plain")
+	if err := os.MkdirAll(plain, 0o755); err != nil {
+		return err
+	}
+	dirs := map[string]string{"passthrough": pt.mnt, "daemon-written": dw.mnt, "loopback-passthrough": lb.mnt, "plain": plain}
+	sec := &Save1G{PauseSeconds: save1gPause, StoreRatio: map[string]float64{}, DaemonHWM: map[string]int64{}}
+	run := func(pause float64) (map[string]*Save1GTarget, error) {
+		args := []string{filepath.Join(b.root, "integration/py/bench_save1g.py"), "--reps", strconv.Itoa(b.reps),
+			"--pause", strconv.FormatFloat(pause, 'f', -1, 64)}
+		for _, t := range save1gTargets {
+			args = append(args, t+"="+dirs[t])
+		}
+		if pause > 0 {
+			sec.Command = b.display(append([]string{py}, args...)...)
+		}
+		logf("torch.save of 1 GiB, pause %.0f s, %d repetitions", pause, b.reps)
+		out, err := b.output(nil, py, args...)
+		if err != nil {
+			return nil, err
+		}
+		var got struct {
+			Bytes     int64                           `json:"checkpoint_bytes"`
+			Identical bool                            `json:"identical"`
+			Times     map[string]map[string][]float64 `json:"times"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			return nil, fmt.Errorf("bench_save1g.py output: %w", err)
+		}
+		if !got.Identical {
+			return nil, errors.New("bench_save1g.py: a checkpoint read back differs from the first target's")
+		}
+		sec.CheckpointBytes = got.Bytes
+		res := map[string]*Save1GTarget{}
+		for _, t := range save1gTargets {
+			tm := got.Times[t]
+			if len(tm["save"]) != b.reps || len(tm["durable"]) != b.reps {
+				return nil, fmt.Errorf("bench_save1g.py: %s has %d saves, want %d", t, len(tm["save"]), b.reps)
+			}
+			res[t] = &Save1GTarget{Save: tm["save"], Durable: tm["durable"], SaveMed: median(tm["save"]),
+				DurableMed: median(tm["durable"]), BytesPerSaved: got.Bytes}
+		}
+		p := res["plain"]
+		for _, r := range res {
+			r.SaveRatio, r.DurableRatio = r.SaveMed/p.SaveMed, r.DurableMed/p.DurableMed
+			r.SaveMBs, r.DurableMBs = mbps(got.Bytes, r.SaveMed), mbps(got.Bytes, r.DurableMed)
+		}
+		return res, nil
+	}
+	if sec.Targets, err = run(save1gPause); err == nil {
+		sec.NoPause, err = run(0)
+	}
+	for name, d := range map[string]*daemon{"passthrough": pt, "daemon-written": dw} {
+		if err == nil {
+			rep, rerr := d.report()
+			if err = rerr; err == nil {
+				sec.StoreRatio[name] = rep.WrittenVolumeRatio
+			}
+		}
+		sec.DaemonHWM[name] = d.peakRSS()
+	}
+	if e := errors.Join(lb.stop(), pt.unmount(), dw.unmount()); err == nil {
+		err = e
+	}
+	if err != nil {
+		return err
+	}
+	b.res.Save1G = sec
+	return os.RemoveAll(base)
+}
+
+func save1gDoc(w *docWriter, s *Save1G) {
+	w.line("## 10. torch.save of 1 GiB")
+	w.line("")
+	w.f("`torch.save` of a %s training state (float32 weights, Adam's two moments and a master copy; every tensor moves a little between repetitions, as between two checkpoints) into a ckptfs mount whose saves the kernel writes to the staging files itself (*passthrough*, the default where the kernel allows it), a ckptfs mount with `--no-passthrough` (*daemon-written*: the daemon writes each request to the staging file), a go-fuse loopback mount with FUSE passthrough (`benchrun loopback -passthrough`: the floor of any FUSE filesystem) and a plain directory, all on the same disk, taking turns, the order rotating. *Save* is `torch.save` alone; *durable* adds `fsync` of the file, which on ckptfs waits for the file's commit (encoded on the simulated SSD). ",
+		mibs(s.CheckpointBytes))
+	w.f("Before each save the previous checkpoint is deleted, every earlier commit has landed, `sync` has run, and the script sleeps %.0f s: the minutes between a training's saves. On this virtual machine that pause also matters for another reason: the guest hands memory it frees back to the host after about 2 s (free page reporting), and the first write to such memory costs the writer a host page fault per page, about 1 s per GiB here. A save that follows the delete of a 1 GiB file at once into a plain directory reuses the page cache just freed and skips that cost; into ckptfs, whose staging file was deleted at the previous commit, it does not. Both are shown; the paused figures are the like-for-like ones.\n\n",
+		s.PauseSeconds)
+	table := func(title string, ts map[string]*Save1GTarget) {
+		if ts == nil {
+			return
+		}
+		w.f("%s\n\n", title)
+		w.header("", "save (median s)", "÷ plain", "durable (median s)", "÷ plain", "save samples (s)", "durable samples (s)")
+		for _, name := range save1gTargets {
+			t := ts[name]
+			if t == nil {
+				continue
+			}
+			w.row(name, f2(t.SaveMed), f2(t.SaveRatio), f2(t.DurableMed), f2(t.DurableRatio), secs(t.Save), secs(t.Durable))
+		}
+		w.line("")
+	}
+	table(fmt.Sprintf("With a %.0f s pause before each save:", s.PauseSeconds), s.Targets)
+	table("Each save right after the delete of the previous one:", s.NoPause)
+	if pt, lb := s.Targets["passthrough"], s.Targets["loopback-passthrough"]; pt != nil && lb != nil {
+		w.f("Goal: torch.save into the mount <= 1.1× plain: **%s×** with passthrough (the passthrough loopback, the floor: %s×), %s× daemon-written. ",
+			f2(pt.SaveRatio), f2(lb.SaveRatio), f2(s.Targets["daemon-written"].SaveRatio))
+	}
+	w.f("written_volume_ratio of the mounts after the run: passthrough %s, daemon-written %s; daemon peak RSS %s and %s.\n\n",
+		f3(s.StoreRatio["passthrough"]), f3(s.StoreRatio["daemon-written"]), mibs(s.DaemonHWM["passthrough"]), mibs(s.DaemonHWM["daemon-written"]))
+	w.cmd(s.Command + "  (and again with --pause 0)")
+}
