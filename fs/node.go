@@ -307,17 +307,23 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 		}
 		of.reader = nil // the committed version is about to change
 	}
-	w, err := n.fsys.store.NewWriter(n.ino, n.path, size == 0)
+	// Not being written: as a writer that opened, cut and closed the file
+	// would, stage the committed content, cut it, and commit it now.
+	sf, errno := n.newStage(size == 0)
+	if errno != 0 {
+		return errno
+	}
+	defer n.fsys.retire(n.ino, sf)
+	err := sf.use(func(f *os.File) error {
+		if err := f.Truncate(size); err != nil {
+			return err
+		}
+		return n.fsys.store.CommitFile(n.ino, n.path(), f, now)
+	})
 	if err != nil {
 		return toErrno(err)
 	}
-	if err := w.Truncate(size, now); err != nil {
-		w.Abort()
-		return toErrno(err)
-	}
-	if err := w.Commit(); err != nil {
-		return toErrno(err)
-	}
+	sf.committed = true
 	n.fsys.truncateBacking(n.ino, size)
 	return 0
 }

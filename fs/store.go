@@ -38,7 +38,6 @@ type Store interface {
 	RemoveXattr(ino chain.Ino, name string) error
 
 	// Content.
-	NewWriter(ino chain.Ino, path func() string, truncate bool) (*chain.Writer, error)
 	CommitFile(ino chain.Ino, path string, f *os.File, mtime int64) error
 	BeginCommitFile(ino chain.Ino, path string) (*chain.FileCommit, error)
 	ChargeStaged(bytes int64)
