@@ -26,8 +26,9 @@ func renderDoc(r *Results) string {
 	w.line("and erase figures count pages on a simulated SSD and are exact and repeatable.")
 	if m.WarmedMiB > 0 {
 		w.f("Before anything was timed, %d MiB of free memory were written once (%.1f s): on a virtual machine the first write to\n", m.WarmedMiB, m.WarmSeconds)
-		w.line("memory costs about 2.3 ms per MiB, which no side of a comparison should pay (warm.go). The plain directory's writes still swing")
-		w.line("between runs (its torch.save of 119 MiB: 0.05 s or 0.30 s), so compare the samples, not only the median ratio.")
+		w.line("memory costs about 2.3 ms per MiB, which no side of a comparison should pay (warm.go). Writes still swing between runs: the guest")
+		w.line("hands memory it frees back to the host after about 2 s (free page reporting), and the next write to it pays that cost again, so a")
+		w.line("save right after a delete is fast and one after a pause is not (section 10 shows both). Compare the samples, not only the median ratio.")
 	}
 	w.line("")
 	if r.FullRun {

@@ -16,9 +16,11 @@ import (
 // here costs about 2.3 ms per MiB (the first pass over 14 GiB took 32 s,
 // the next 6 s): a comparison must not charge that to whichever side
 // happened to allocate never-touched pages. A real machine's memory is
-// backed from boot. (It does not make the plain directory's writes steady:
-// its torch.save of 119 MiB still takes 0.05 s or 0.30 s from one
-// repetition to the next, for reasons of the guest kernel's own.) It
+// backed from boot. (It does not keep writes steady: this guest runs
+// with free page reporting, so memory it frees goes back to the host after
+// about 2 s and costs the next writer a host fault per page again; a save
+// right after the delete of the previous checkpoint reuses the freed page
+// cache and is fast, one after a pause is not. Section 10 measures both.) It
 // touches up to 60% of MemAvailable, at most 16 GiB, and returns how much
 // and how long it took.
 func warmMemory() (mib int64, seconds float64) {
