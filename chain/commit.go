@@ -18,7 +18,6 @@ func (p *pendingVersion) Size() int64 { return p.v.Size }
 // caller should Discard p.
 func (s *Store) commit(ino meta.Ino, p *pendingVersion, change wear.Change, mtime int64) error {
 	err := s.update(func(tx *txn) error { return tx.commitVersion(ino, p, change, mtime) })
-	s.unregisterPending(p)
 	if p.pinned != 0 {
 		s.unpin(p.pinned)
 		p.pinned = 0
@@ -32,7 +31,6 @@ func (s *Store) commit(ino meta.Ino, p *pendingVersion, change wear.Change, mtim
 // discard gives back the pages of a pending version that will not be
 // committed.
 func (s *Store) discard(p *pendingVersion) {
-	s.unregisterPending(p)
 	s.refs.DropVersion(p.v.ID)
 	s.data.Release(p.v.Pack)
 	p.v.Pack = nil
@@ -97,11 +95,9 @@ func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change
 	if err := tx.noteVersionID(v.ID); err != nil {
 		return err
 	}
-	ingest := "streamed_versions"
-	if v.Fallback {
-		ingest = "fallback_versions"
-	}
-	for name, d := range map[string]int64{"versions_committed": 1, ingest: 1, "logical_bytes": v.Size,
+	// Every save streams: "fallback_versions" counts only the saves of
+	// stores written by releases that had the fallback (see Report).
+	for name, d := range map[string]int64{"versions_committed": 1, "streamed_versions": 1, "logical_bytes": v.Size,
 		"stored_bytes": v.PackBytes, "pack_bytes_written": v.PackBytes, "pack_pages_written": v.PackPages()} {
 		if err := tx.mtx.AddCounter(name, d); err != nil {
 			return err

@@ -48,7 +48,7 @@ func crashVictim(dir string) {
 	fmt.Println("committed", round)
 	// Then, until killed: ingest, rename and delete, never finishing.
 	n, _ := s.Create(meta.RootIno, "partial.npy", NewNode{Mode: syscall.S_IFREG | 0o644})
-	w, _ := s.NewWriter(n.Ino, pathIs("partial.npy"), true)
+	w, _ := s.NewWriter(n.Ino, pathIs("partial.npy"))
 	fmt.Println("ingesting")
 	for off := int64(0); ; off += 4096 {
 		w.WriteAt(randomBytes(rng, 4096), off, 1)

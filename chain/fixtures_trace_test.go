@@ -23,11 +23,12 @@ import (
 // writer fixture (shared/fixtures/writers/*, see its README.md) holds a small
 // real checkpoint series and, in TRACE.txt, the filesystem operations the
 // writer made when saving it into a mount. The test plays each trace against
-// a store the way the fs layer does (fs/node.go's truncate, fs/file.go's
-// Write/Fsync/Release, fs/node_dir_ops.go's Rename with Store.Adopt), with
-// the bytes of the fixture files, and checks that every save streams and
-// that each save of a file with float tensors is coded against the same
-// file of the previous save. No Python, no FUSE.
+// a store the way the fs layer does (fs/node.go's truncate, fs/staged.go's
+// staging files and their commits with Store.CommitFile at fsync and
+// release, fs/node_dir_ops.go's Rename with Store.Adopt), with the bytes of
+// the fixture files, and checks that every save streams and that each save
+// of a file with float tensors is coded against the same file of the
+// previous save. No Python, no FUSE.
 
 // traceWritersDir is shared/fixtures/writers, beside the repository root.
 const traceWritersDir = "../../shared/fixtures/writers"
@@ -110,8 +111,8 @@ type traceFile struct {
 	src       []byte // the content of its final version, where writes take their bytes
 	open      bool   // has an open handle
 	unlinked  bool
-	w         *Writer
-	buf       []byte // the uncommitted content, as written
+	staged    bool   // has a staging file whose content may differ from the committed content
+	buf       []byte // the staging file's content, as written
 	committed []byte // the committed content
 }
 
@@ -310,16 +311,13 @@ func (p *tracePlayer) releasedLater(i int, tp string) bool {
 	return false
 }
 
-// startWriter is fs's Node.writer: the file's uncommitted writer.
-func (p *tracePlayer) startWriter(f *traceFile, truncate bool) {
-	if f.w != nil {
+// stage is fs's staging file for f: empty for a new file or O_TRUNC, else
+// holding the committed content.
+func (p *tracePlayer) stage(f *traceFile, truncate bool) {
+	if f.staged {
 		return
 	}
-	w, err := p.s.NewWriter(f.ino, p.pathOf(f), truncate)
-	if err != nil {
-		p.t.Fatalf("%s: new writer: %v", f.path, err)
-	}
-	f.w = w
+	f.staged = true
 	if truncate {
 		f.buf = nil
 	} else {
@@ -334,14 +332,15 @@ func resize(b []byte, n int64) []byte {
 	return append(b, make([]byte, n-int64(len(b)))...)
 }
 
-// commit is fs's Node.commit: the uncommitted writer becomes the content.
+// commit is fs's commit of a staging file: its content becomes the file's,
+// under the name the file has now.
 func (p *tracePlayer) commit(f *traceFile) {
-	if f.w == nil {
+	if !f.staged {
 		return
 	}
-	w := f.w
-	f.w = nil
-	if err := w.Commit(); err != nil {
+	f.staged = false
+	file := stagedFile(p.t, int64(len(f.buf)), map[int64][]byte{0: f.buf})
+	if err := p.s.CommitFile(f.ino, p.pathOf(f)(), file, 1); err != nil {
 		p.t.Fatalf("%s: commit: %v", f.path, err)
 	}
 	f.committed, f.buf = f.buf, nil
@@ -382,20 +381,14 @@ func (p *tracePlayer) play() {
 				f.open = true // an untraced open; O_TRUNC comes as this setattr
 			}
 			if f.open {
-				// fs: a truncate of a file open for writing starts (or
-				// continues) its writer instead of committing.
-				p.startWriter(f, op.Size == 0)
-				if err := f.w.Truncate(op.Size, 1); err != nil {
-					t.Fatalf("line %d: truncate: %v", op.Line, err)
-				}
+				// fs: a truncate of a file open for writing cuts (or
+				// starts) its staging file instead of committing.
+				p.stage(f, op.Size == 0)
 				f.buf = resize(f.buf, op.Size)
 				continue
 			}
 			// truncate(2) of a closed file: a change committed at once.
-			p.startWriter(f, op.Size == 0)
-			if err := f.w.Truncate(op.Size, 1); err != nil {
-				t.Fatalf("line %d: truncate: %v", op.Line, err)
-			}
+			p.stage(f, op.Size == 0)
 			f.buf = resize(f.buf, op.Size)
 			p.commit(f)
 		case "write":
@@ -406,15 +399,12 @@ func (p *tracePlayer) play() {
 				}
 				f.open = true
 			}
-			p.startWriter(f, false)
+			p.stage(f, false)
 			for off := op.Start; off < op.End; off += traceWriteChunk {
 				end := min(op.End, off+traceWriteChunk)
 				data := make([]byte, end-off) // zeros past the fixture's end
 				if off < int64(len(f.src)) {
 					copy(data, f.src[off:min(end, int64(len(f.src)))])
-				}
-				if _, err := f.w.WriteAt(data, off, 1); err != nil {
-					t.Fatalf("line %d: write at %d: %v", op.Line, off, err)
 				}
 				f.buf = resize(f.buf, max(int64(len(f.buf)), end))
 				copy(f.buf[off:], data)
@@ -520,7 +510,7 @@ func (p *tracePlayer) checkEnd(wantSaves map[string]int) {
 	sort.Strings(names)
 	for _, np := range names {
 		f := p.live[np]
-		if f.open || f.w != nil {
+		if f.open || f.staged {
 			t.Errorf("%s: still open at the end of the trace", np)
 			continue
 		}

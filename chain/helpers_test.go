@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"math/rand"
+	"os"
 	"syscall"
 	"testing"
 
@@ -42,7 +43,7 @@ func writeFile(t testing.TB, s *Store, name string, data []byte, piece int) meta
 			t.Fatal(err)
 		}
 	}
-	w, err := s.NewWriter(n.Ino, pathIs(name), true)
+	w, err := s.NewWriter(n.Ino, pathIs(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,3 +108,23 @@ func floatsNaNInf() []float32 {
 
 // pathIs is a writer's path function for a file that keeps its name.
 func pathIs(p string) func() string { return func() string { return p } }
+
+// stagedFile is a staging file for CommitFile: size bytes, a hole but for
+// pieces (offset: bytes). It is closed when the test ends.
+func stagedFile(t testing.TB, size int64, pieces map[int64][]byte) *os.File {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "staged-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	for off, b := range pieces {
+		if _, err := f.WriteAt(b, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}

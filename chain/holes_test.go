@@ -54,12 +54,12 @@ func TestHoleCostsNothing(t *testing.T) {
 	defer ds.Close()
 	s := ds.Store
 	ino := createFile(t, s, "sparse")
-	w, err := s.NewWriter(ino, pathIs("sparse"), true)
+	w, err := s.NewWriter(ino, pathIs("sparse"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const size = 64 << 30
-	if err := w.Truncate(size, 1); err != nil {
+	if err := w.Extend(size, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Commit(); err != nil {
@@ -109,9 +109,10 @@ func TestHoleCostsNothing(t *testing.T) {
 	}
 }
 
-// TestHolesBetweenData: a file sized by a truncate and written in a few
-// places (the window) stores its gaps as holes, reads back exactly, and
-// passes a deep check (which reads it all and checks the file checksum).
+// TestHolesBetweenData: a file written in a few places, the rest skipped
+// (as FileCommit.Run skips a staging file's holes), stores its gaps as
+// holes, reads back exactly, and passes a deep check (which reads it all
+// and checks the file checksum).
 func TestHolesBetweenData(t *testing.T) {
 	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
@@ -119,11 +120,8 @@ func TestHolesBetweenData(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	const size = 400 << 20
 	ino := createFile(t, s, "mixed")
-	w, err := s.NewWriter(ino, pathIs("mixed"), true)
+	w, err := s.NewWriter(ino, pathIs("mixed"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Truncate(size, 1); err != nil {
 		t.Fatal(err)
 	}
 	pieces := map[int64][]byte{
@@ -132,13 +130,13 @@ func TestHolesBetweenData(t *testing.T) {
 		160 << 20:  randomBytes(rng, 5000), // a gap shorter than holeMin
 		size - 100: randomBytes(rng, 100),
 	}
-	for _, off := range []int64{150 << 20, size - 100, 160 << 20, 0} {
+	for _, off := range []int64{0, 150 << 20, 160 << 20, size - 100} {
 		if _, err := w.WriteAt(pieces[off], off, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !w.Streamed() {
-		t.Fatal("fell back")
+	if err := w.Extend(size, 1); err != nil { // already that size: a no-op
+		t.Fatal(err)
 	}
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
@@ -168,10 +166,12 @@ func TestHolesBetweenData(t *testing.T) {
 	mustCheck(t, s, true)
 }
 
-// TestHolesInFallback: a file rewritten in place (the draft) and grown by
-// a truncate re-ingests neither the zeros past its old end nor its base's
-// holes; a second rewrite of that version keeps them holes.
-func TestHolesInFallback(t *testing.T) {
+// TestCommitFileHoles: a file rewritten in place through its staging file
+// (which holds the committed content, holes kept, as fs copies it in),
+// changed in a byte, grown by a truncate and written far past its old end,
+// stores the holes of its staging file as holes; a second rewrite of that
+// version keeps them holes.
+func TestCommitFileHoles(t *testing.T) {
 	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	s := ds.Store
@@ -181,26 +181,11 @@ func TestHolesInFallback(t *testing.T) {
 	const size = 1 << 30
 	page := randomBytes(rng, 4096)
 	for round := 0; round < 2; round++ {
-		w, err := s.NewWriter(ino, pathIs("grown"), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.WriteAt([]byte{byte(round + 1)}, 10, 1); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Truncate(size, 1); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.WriteAt(page, 512<<20, 1); err != nil {
-			t.Fatal(err)
-		}
-		if w.Streamed() {
-			t.Fatal("an in-place write below the end did not take the fallback")
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
 		base[10] = byte(round + 1)
+		f := stagedFile(t, size, map[int64][]byte{0: base, 512 << 20: page})
+		if err := s.CommitFile(ino, "grown", f, 1); err != nil {
+			t.Fatal(err)
+		}
 		if got := readSpan(t, s, ino, 0, len(base)); !bytes.Equal(got, base) {
 			t.Fatalf("round %d: the old content differs", round)
 		}

@@ -30,11 +30,10 @@ const maxInFlight = 8
 // renames its temporary file before it writes a byte). Raw bytes before
 // that need no reference.
 type ingest struct {
-	s        *Store
-	owner    *Writer // the writer it belongs to, if any
-	pol      policy.Policy
-	target   refTarget
-	fallback bool // re-ingest of a draft, for reports
+	s      *Store
+	owner  *Writer // the writer it belongs to, if any
+	pol    policy.Policy
+	target refTarget
 
 	decided   bool
 	family    string // the family the reference was chosen for
@@ -449,7 +448,7 @@ func (in *ingest) Finish() (*pendingVersion, error) {
 	p := in.target.pathNow()
 	layout := in.head.Layout()
 	pv.v = meta.Version{ID: in.id, Family: policy.FamilyOf(p), Path: p, Layout: layout.Sum,
-		LayoutTensors: uint32(layout.Tensors), Fallback: in.fallback, Size: in.size, Checksum: in.crc,
+		LayoutTensors: uint32(layout.Tensors), Size: in.size, Checksum: in.crc,
 		Pack: exts, PackBytes: packBytes, Codec: in.pol.Codec.String(), Format: in.head.Format(),
 		Created: in.s.now().UnixNano(), Segments: uint32(len(in.segments)), Chunks: uint32(len(in.chunks)),
 		DeltaChunks: in.deltas, UnchangedChunks: in.unchanged, TensorBytes: in.tensorBytes}

@@ -19,7 +19,7 @@ func saveFile(s *Store, name string, data []byte) error {
 			return err
 		}
 	}
-	w, err := s.NewWriter(n.Ino, pathIs(name), true)
+	w, err := s.NewWriter(n.Ino, pathIs(name))
 	if err != nil {
 		return err
 	}

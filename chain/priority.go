@@ -9,12 +9,10 @@ import (
 
 // Encoding a save is work that can wait; the program that saved cannot.
 // On a machine whose cores the training keeps busy, the store's encode
-// workers and write-back feeders would otherwise take cores from it and
-// from the threads that serve its next writes. So they run on threads of
-// their own at a lower CPU priority (a nice value, as databases run their
-// compactions), and take what the training leaves. Back-pressure
-// (writeBackMemory) still makes writes wait if the encoding falls a whole
-// budget behind.
+// workers would otherwise take cores from it and from the threads that
+// serve its next writes. So they run on threads of their own at a lower
+// CPU priority (a nice value, as databases run their compactions), and
+// take what the training leaves.
 
 // lowerPriority locks the calling goroutine to its thread and lowers that
 // thread's priority to s.encodeNice. It returns a function that undoes it

@@ -54,10 +54,9 @@ func waitThreadsAtNice(t *testing.T, nice, want int, what string) {
 }
 
 // TestEncodeThreadsLowered: with EncodeNice, the encode workers run on
-// threads of their own at the lowered priority, the write-back feeder of
-// a save does while it ingests and gives its thread back restored (or
-// ends it), the caller's thread is untouched, and closing the store
-// leaves no lowered thread behind. Without EncodeNice nothing is lowered.
+// threads of their own at the lowered priority, the caller's thread is
+// untouched, and closing the store leaves no lowered thread behind.
+// Without EncodeNice nothing is lowered.
 func TestEncodeThreadsLowered(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

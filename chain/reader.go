@@ -36,18 +36,11 @@ type Reader struct {
 	ra      readAheadState
 }
 
-// OpenVersion opens a committed or pending version for reading.
+// OpenVersion opens a committed version for reading.
 func (s *Store) OpenVersion(id meta.VersionID) (*Reader, error) {
 	r := &Reader{s: s, id: id}
 	if id == 0 {
 		return r, nil // empty file
-	}
-	s.pendingMu.RLock()
-	p := s.pending[id]
-	s.pendingMu.RUnlock()
-	if p != nil {
-		r.size, r.checksum = p.v.Size, p.v.Checksum
-		return r, nil
 	}
 	err := s.db.View(func(tx *meta.Tx) error {
 		v, err := tx.Version(id)
@@ -218,14 +211,6 @@ func findChunk(win []meta.Chunk, off int64) (meta.Chunk, bool) {
 // loadChunks appends up to max chunk records of version id from the one
 // holding off.
 func (s *Store) loadChunks(dst []meta.Chunk, id meta.VersionID, off int64, max int) ([]meta.Chunk, error) {
-	s.pendingMu.RLock()
-	p := s.pending[id]
-	s.pendingMu.RUnlock()
-	if p != nil {
-		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].End() > off })
-		end := min(len(p.chunks), i+max)
-		return append(dst, p.chunks[i:end]...), nil
-	}
 	err := s.db.View(func(tx *meta.Tx) error {
 		var err error
 		dst, err = tx.Chunks(dst, id, off, max)

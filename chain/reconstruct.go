@@ -3,7 +3,6 @@ package chain
 import (
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/ckptfs/ckptfs/chain/bufpool"
 	"github.com/ckptfs/ckptfs/chain/plaincache"
@@ -134,19 +133,8 @@ type versionLayout struct {
 	ref  meta.VersionID
 }
 
-// chunkRecord finds a chunk and its version's layout, in a pending version
-// (not yet committed, but readable by its writer) or in the metadata.
+// chunkRecord finds a chunk and its version's layout in the metadata.
 func (s *Store) chunkRecord(id meta.VersionID, off int64) (versionLayout, meta.Chunk, error) {
-	s.pendingMu.RLock()
-	p := s.pending[id]
-	s.pendingMu.RUnlock()
-	if p != nil {
-		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].Offset >= off })
-		if i < len(p.chunks) && p.chunks[i].Offset == off {
-			return versionLayout{pack: p.v.Pack, ref: p.v.Ref}, p.chunks[i], nil
-		}
-		return versionLayout{}, meta.Chunk{}, fmt.Errorf("pending version %d has no chunk at %d: %w", id, off, errCorruptManifest)
-	}
 	var lay versionLayout
 	var c *meta.Chunk
 	err := s.db.View(func(tx *meta.Tx) error {
@@ -162,18 +150,4 @@ func (s *Store) chunkRecord(id meta.VersionID, off int64) (versionLayout, meta.C
 		return versionLayout{}, meta.Chunk{}, err
 	}
 	return lay, *c, nil
-}
-
-// registerPending makes a finished, uncommitted version readable (a writer
-// that reads back its own file before closing it).
-func (s *Store) registerPending(p *pendingVersion) {
-	s.pendingMu.Lock()
-	s.pending[p.v.ID] = p
-	s.pendingMu.Unlock()
-}
-
-func (s *Store) unregisterPending(p *pendingVersion) {
-	s.pendingMu.Lock()
-	delete(s.pending, p.v.ID)
-	s.pendingMu.Unlock()
 }

@@ -26,8 +26,10 @@ type Report struct {
 	LiveBytes    int64 `json:"live_bytes"` // logical size of the files there now
 	Files        int   `json:"file_count"`
 	// StreamedFiles and FallbackFiles count the versions ever committed by
-	// how they were ingested: streamed as written, or through the fallback
-	// (staged, re-read and encoded at commit).
+	// how they were ingested: streamed, or through the fallback (drafts
+	// re-read and encoded at commit). Every save streams now, so
+	// FallbackFiles counts only saves made by releases that had the
+	// fallback; it is 0 for a store made since (the key is kept).
 	StreamedFiles int64 `json:"streamed_files"`
 	FallbackFiles int64 `json:"fallback_files"`
 	Versions      int   `json:"versions_kept"` // live plus hidden bases

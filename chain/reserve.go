@@ -8,7 +8,7 @@ import (
 // reservations keeps the backend blocks that accepted, uncommitted writes
 // will need, so that a write fails with ENOSPC when the space to hold it is
 // not there, as on a plain filesystem, instead of succeeding and losing its
-// bytes at close (which shells and many programs never check).
+// bytes at the commit.
 type reservations struct {
 	mu     sync.Mutex
 	blocks int64
@@ -33,35 +33,10 @@ func (s *Store) reserve(held *int64, want int64) error {
 	return nil
 }
 
-// forceReserve moves *held to want blocks whatever is free: a write already
-// accepted keeps its claim.
-func (s *Store) forceReserve(held *int64, want int64) {
-	r := &s.resv
-	r.mu.Lock()
-	r.blocks += want - *held
-	*held = want
-	r.mu.Unlock()
-}
-
 // unflushedBound is the most plain bytes an ingest holds that have not yet
 // reached the backend: the chunks in flight and the pack's buffer.
 func (s *Store) unflushedBound() int64 {
 	return int64(maxInFlight+1)*int64(max(s.layout.ChunkBytes(true, 8), s.layout.RawChunk)) + 1<<20
-}
-
-// pendingBytes is what the writer's accepted bytes may still need of the
-// backend: the window, the write-back queue, the bytes the ingest has not
-// flushed (bounded), or a
-// draft's pages in memory (staged pages are on the backend already). Bytes
-// a truncate declared and nothing wrote are zeros, which cost next to
-// nothing, and are not counted (a sparse 64 GiB file needs no 64 GiB).
-// A draft's re-ingest at commit is not counted either: it may still fail
-// with ENOSPC at close, keeping the previous content.
-func (w *Writer) pendingBytes() int64 {
-	if w.ingest != nil {
-		return w.windowBytes + w.queued + min(w.front-w.queued, w.s.unflushedBound())
-	}
-	return int64(len(w.draft.mem)) * w.draft.ps
 }
 
 func (w *Writer) blocksFor(bytes int64) int64 {
@@ -72,62 +47,16 @@ func (w *Writer) blocksFor(bytes int64) int64 {
 	return (bytes+bs-1)/bs + 1 // and a block for the pack's padding
 }
 
-// reserveFor claims the space of n more bytes before they are accepted.
+// reserveFor claims the space that n more bytes of data may need before
+// they are accepted: what the ingest holds and has not flushed, which is
+// bounded (what it flushed is on the backend already). Holes are zeros,
+// which cost next to nothing, and are not counted (a sparse 64 GiB file
+// needs no 64 GiB). Call with w.mu held.
 func (w *Writer) reserveFor(n int) error {
-	return w.s.reserve(&w.resv, w.blocksFor(w.pendingBytes()+int64(n)))
+	return w.s.reserve(&w.resv, w.blocksFor(min(w.written+int64(n), w.s.unflushedBound())))
 }
 
-// settle fits the claim to what the writer holds now.
-func (w *Writer) settle() {
-	w.s.forceReserve(&w.resv, w.blocksFor(w.pendingBytes()))
-}
-
-// unreserve gives the claim back (commit or abort).
+// unreserve gives the claim back (commit or abort). Call with w.mu held.
 func (w *Writer) unreserve() {
-	w.s.forceReserve(&w.resv, 0)
-}
-
-// DefaultDirtyBytes is the memory all writers together keep for bytes not
-// yet streamed: enough for several out-of-order saves at once, bounded
-// however many files are open (each writer alone keeps at most 64 MiB).
-const DefaultDirtyBytes = 256 << 20
-
-// dirtyMemory counts the bytes held by windows and drafts' pages, for the
-// whole store.
-type dirtyMemory struct {
-	mu    sync.Mutex
-	held  int64
-	limit int64
-}
-
-// take claims n bytes if they fit under the limit.
-func (m *dirtyMemory) take(n int64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.held+n > m.limit {
-		return false
-	}
-	m.held += n
-	return true
-}
-
-// add claims (or, negative, gives back) n bytes whatever the limit.
-func (m *dirtyMemory) add(n int64) {
-	m.mu.Lock()
-	m.held += n
-	m.mu.Unlock()
-}
-
-// over reports whether the holders are past the limit.
-func (m *dirtyMemory) over() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.held > m.limit
-}
-
-// DirtyBytes is the memory held now by uncommitted bytes.
-func (s *Store) DirtyBytes() int64 {
-	s.dirty.mu.Lock()
-	defer s.dirty.mu.Unlock()
-	return s.dirty.held
+	_ = w.s.reserve(&w.resv, 0) // shrinking always succeeds
 }

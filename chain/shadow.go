@@ -24,16 +24,6 @@ func (tx *txn) shadowRelease(ino meta.Ino) error {
 	return tx.s.wear.Release(tx.mtx, ino)
 }
 
-// filePageSize is the unit of a file's dirty pages: the plain filesystem's
-// block, which the shadow counts in (the backend's block without wear
-// accounts).
-func (s *Store) filePageSize() int64 {
-	if s.wear != nil {
-		return s.wear.PageSize()
-	}
-	return int64(s.blockSize)
-}
-
 // flusherPeriod is how often the shadow's page cache model writes back
 // expired files: the kernel's dirty_writeback_centisecs default.
 const flusherPeriod = 5 * time.Second

@@ -10,7 +10,6 @@ import (
 	"github.com/ckptfs/ckptfs/chain/bufpool"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/staging"
-	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
@@ -48,7 +47,7 @@ type FileCommit struct {
 // order of the calls; path is the file's name now.
 func (s *Store) BeginCommitFile(ino Ino, path string) (*FileCommit, error) {
 	c := &FileCommit{path: path, family: policy.FamilyOf(path)}
-	w, err := s.NewWriter(ino, func() string { return c.path }, true)
+	w, err := s.NewWriter(ino, func() string { return c.path })
 	if err != nil {
 		return nil, err
 	}
@@ -81,22 +80,11 @@ func (c *FileCommit) Run(f *os.File, path string, mtime int64) error {
 		w.Abort()
 		return fmt.Errorf("commit %s of %d bytes: %w", path, size, syscall.EFBIG)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	defer w.unreserve()
-	w.mtime = mtime
-	in := w.ingest
-	w.ingest = nil
-	change := wear.Change{Truncated: true}
 	buf := bufpool.Get(stagedReadBytes)
 	defer bufpool.Put(buf)
+	// The extents come in order: the writer takes each at its offset, and
+	// what lies between them is a hole.
 	err = staging.Extents(f, size, func(off, n int64) error {
-		if off > in.Size() {
-			if err := in.Hole(off - in.Size()); err != nil {
-				return err
-			}
-		}
-		s.noteDirty(&change, off, off+n)
 		for end := off + n; off < end; {
 			k, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
 			if k == 0 && err != nil {
@@ -105,52 +93,25 @@ func (c *FileCommit) Run(f *os.File, path string, mtime int64) error {
 				}
 				return err
 			}
-			if err := w.reserveStaged(k); err != nil {
-				return err
-			}
-			if err := in.Write(buf[:k]); err != nil {
+			if _, err := w.WriteAt(buf[:k], off, mtime); err != nil {
 				return err
 			}
 			off += int64(k)
-			w.front = off
 		}
 		return nil
 	})
-	if err == nil && size > in.Size() {
-		err = in.Hole(size - in.Size())
+	if err == nil {
+		err = w.Extend(size, mtime)
 	}
 	if err != nil {
-		in.Abort()
+		w.Abort()
 		return fmt.Errorf("commit %s: %w", path, err)
 	}
-	p, err := in.Finish()
+	p, err := w.finish()
 	if err != nil {
-		in.Abort()
 		return fmt.Errorf("commit %s: %w", path, err)
 	}
-	return w.commitPending(p, change)
-}
-
-// reserveStaged claims the space that n more bytes of a staged ingest may
-// need before its pack reaches the backend.
-func (w *Writer) reserveStaged(n int) error {
-	return w.s.reserve(&w.resv, w.blocksFor(min(w.front+int64(n), w.s.unflushedBound())))
-}
-
-// noteDirty adds the pages of [from, to) to what a plain filesystem writes
-// for the change.
-func (s *Store) noteDirty(c *wear.Change, from, to int64) {
-	if s.wear == nil || to <= from {
-		return
-	}
-	ps := s.wear.PageSize()
-	first, last := from/ps, (to+ps-1)/ps
-	if n := len(c.Dirty); n > 0 && c.Dirty[n-1].First+c.Dirty[n-1].Count >= first {
-		d := &c.Dirty[n-1]
-		d.Count = max(d.First+d.Count, last) - d.First
-		return
-	}
-	c.Dirty = append(c.Dirty, wear.PageRange{First: first, Count: last - first})
+	return w.commitPending(p)
 }
 
 // RecoverStaged ingests the staging files a daemon that died left closed

@@ -22,8 +22,10 @@ type FileInfo struct {
 	Checksum    uint32        // CRC-32C of the content
 }
 
-// IngestMode names how a version was ingested: streamed as it was
-// written, or through the fallback (a draft staged and re-read at commit).
+// IngestMode names how a version was ingested: streamed, as every save is
+// now, or through the fallback (a draft staged and re-read at commit),
+// which earlier releases had: a store they wrote may still hold such
+// versions.
 func IngestMode(v *meta.Version) string {
 	if v.Fallback {
 		return "fallback"

@@ -17,6 +17,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/wear"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 var errCorruptManifest = errors.New("corrupt manifest")
@@ -47,22 +48,12 @@ type Options struct {
 	// the next save of each family, and rebuilt chunks for reads. 0:
 	// DefaultCacheBytes.
 	CacheBytes int64
-	// DirtyBytes bounds the uncommitted bytes all writers together keep in
-	// memory (out-of-order windows and fallback drafts); past it, windows
-	// fall back and drafts stage their pages on the backend. 0:
-	// DefaultDirtyBytes.
-	DirtyBytes int64
-	// WriteBackBytes bounds the bytes all writers together have accepted
-	// and not yet ingested (writeback.go); past it, writes wait. 0:
-	// DefaultWriteBackBytes(); negative: no write-back, each write is
-	// ingested before it returns.
-	WriteBackBytes int64
 	// Workers encode and decode chunks in parallel. 0: GOMAXPROCS.
 	Workers int
 	// EncodeNice lowers the CPU priority of the threads that encode
-	// written files (the workers and the write-back feeders) by this
-	// nice value, so that a busy training keeps its cores (priority.go).
-	// 0: the same priority as the rest of the process.
+	// written files (the workers) by this nice value, so that a busy
+	// training keeps its cores (priority.go). 0: the same priority as the
+	// rest of the process.
 	EncodeNice int
 	// Now supplies timestamps (tests fix it). nil: time.Now.
 	Now func() time.Time
@@ -94,18 +85,13 @@ type Store struct {
 	closeOnce   sync.Once
 	stopFlusher chan struct{} // the shadow's write-back flusher (shadow.go), if running
 
-	resv       reservations    // space of accepted, uncommitted writes
-	dirty      dirtyMemory     // memory of uncommitted bytes, all writers together
-	wb         writeBackMemory // bytes accepted and not yet ingested, all writers together
+	resv       reservations // space of accepted, uncommitted writes
 	cacheBytes int64
 	rebuilt    atomic.Int64 // chunks decoded from the device (reconstruct.go)
 	committing committingFamilies
 	pinMu      sync.Mutex
 	pins       map[meta.VersionID]int
 	deferred   map[meta.VersionID]bool // pinned versions whose release waits
-
-	pendingMu sync.RWMutex
-	pending   map[meta.VersionID]*pendingVersion // finished, not committed, readable
 
 	committed func(meta.VersionID, int64) // told of each commit (OnCommitted)
 }
@@ -119,17 +105,7 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	}
 	s := &Store{db: db, data: data, wear: accounts, blockSize: data.BlockSize(), pol: opts.Policy,
 		workers: opts.Workers, encodeNice: opts.EncodeNice, now: opts.Now, pins: map[meta.VersionID]int{},
-		deferred: map[meta.VersionID]bool{}, pending: map[meta.VersionID]*pendingVersion{}}
-	s.dirty.limit = opts.DirtyBytes
-	if s.dirty.limit <= 0 {
-		s.dirty.limit = DefaultDirtyBytes
-	}
-	switch s.wb.limit = opts.WriteBackBytes; {
-	case s.wb.limit == 0:
-		s.wb.limit = DefaultWriteBackBytes()
-	case s.wb.limit < 0:
-		s.wb.limit = -1
-	}
+		deferred: map[meta.VersionID]bool{}}
 	if s.workers <= 0 {
 		s.workers = runtime.GOMAXPROCS(0)
 	}
@@ -345,11 +321,25 @@ func (s *Store) StoredPages() (int64, error) {
 // decode from the device (replay measures restores this way).
 func (s *Store) DropCaches() { s.cache.Clear() }
 
+// budgetedIngests is how many ingests MemoryBudget counts at once: a mount
+// encodes two staged commits at a time (fs), and an fsync or a truncate
+// may commit beside them.
+const budgetedIngests = 4
+
 // MemoryBudget is the most memory the store's bounded parts hold together:
-// the plain chunks (cache and reference tier), the writers' windows and
-// drafts, the write-back queues, and the workers' buffers. The daemon's
-// soft heap limit is set above it (cmd/ckptfs), so that the collector does
-// not run without end once those fill up.
+// the plain chunks (cache and reference tier), the workers' buffers, and
+// the ingests' (a staged commit's read buffer and the bytes its ingest has
+// not flushed). The daemon's soft heap limit is set above it (cmd/ckptfs),
+// so that the collector does not run without end once those fill up.
 func (s *Store) MemoryBudget() int64 {
-	return s.cacheBytes + s.dirty.limit + max(s.wb.limit, 0) + int64(s.workers)*workerScratch
+	return s.cacheBytes + int64(s.workers)*workerScratch + budgetedIngests*(stagedReadBytes+s.unflushedBound())
+}
+
+// PhysicalMemory is the machine's RAM in bytes (1 GiB if unknown).
+func PhysicalMemory() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil || si.Totalram == 0 {
+		return 1 << 30
+	}
+	return int64(si.Totalram) * int64(si.Unit)
 }

@@ -2,9 +2,9 @@ package chain
 
 import (
 	"bytes"
-	"fmt"
+	"errors"
 	"math/rand"
-	"sync/atomic"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -14,8 +14,8 @@ import (
 )
 
 // Tests of how today's writers save (docs/REFERENCES.md): files sized
-// first and filled out of order, renamed before their bytes arrive, rewritten
-// in place, sharded. Each save must stream (no fallback) and be coded
+// first and filled out of order (in their staging file), renamed before
+// their commit, rewritten in place, sharded. Each save must be coded
 // against its own predecessor.
 
 // modelSeries is n saves of a safetensors model with the given tensor names.
@@ -35,13 +35,6 @@ func modelSeries(seed int64, names []string, elems, n int) [][]byte {
 	return out
 }
 
-// movingPath is a writer's path that a test renames.
-type movingPath struct{ p atomic.Value }
-
-func newMovingPath(p string) *movingPath { m := &movingPath{}; m.p.Store(p); return m }
-func (m *movingPath) get() string        { return m.p.Load().(string) }
-func (m *movingPath) set(p string)       { m.p.Store(p) }
-
 func createFile(t *testing.T, s *Store, name string) meta.Ino {
 	t.Helper()
 	n, err := s.Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
@@ -51,20 +44,14 @@ func createFile(t *testing.T, s *Store, name string) meta.Ino {
 	return n.Ino
 }
 
-// mmapSave writes data the way safetensors' save_file does: size the file
-// with a truncate, let the name change (the rename), then deliver the bytes
-// as page writebacks that arrive shuffled within groups of pages, with the
-// page faults' reads of not-yet-written pages in between.
-func mmapSave(t *testing.T, s *Store, ino meta.Ino, path *movingPath, final string, data []byte, rng *rand.Rand) {
+// mmapSave saves data the way safetensors' save_file does into a mount:
+// the file is sized with a truncate, and its bytes arrive as page
+// writebacks shuffled within groups of pages, all into its staging file;
+// the commit is queued at close under the temporary name tmp and runs after
+// the rename to final, which names its family.
+func mmapSave(t *testing.T, s *Store, ino meta.Ino, tmp, final string, data []byte, rng *rand.Rand) {
 	t.Helper()
-	w, err := s.NewWriter(ino, path.get, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Truncate(int64(len(data)), 1); err != nil {
-		t.Fatal(err)
-	}
-	path.set(final)
+	f := stagedFile(t, int64(len(data)), nil)
 	const page, group = 64 << 10, 8
 	var offs []int
 	for off := 0; off < len(data); off += page {
@@ -74,20 +61,16 @@ func mmapSave(t *testing.T, s *Store, ino meta.Ino, path *movingPath, final stri
 		batch := offs[g:min(len(offs), g+group)]
 		rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
 		for _, off := range batch {
-			// The fault reads the page before it is written: zeros.
-			got := make([]byte, min(page, len(data)-off))
-			if _, err := w.ReadAt(got, int64(off)); err != nil {
-				t.Fatalf("read ahead of the writes at %d: %v", off, err)
-			}
-			if _, err := w.WriteAt(data[off:min(len(data), off+page)], int64(off), 1); err != nil {
+			if _, err := f.WriteAt(data[off:min(len(data), off+page)], int64(off)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if !w.Streamed() {
-		t.Fatalf("%s: mmap-style save fell back to a draft", final)
+	c, err := s.BeginCommitFile(ino, tmp)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := w.Commit(); err != nil {
+	if err := c.Run(f, final, 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -121,8 +104,9 @@ func info(t *testing.T, s *Store, ino meta.Ino) *FileInfo {
 }
 
 // TestMmapSaveStreamsAndFollowsRename: safetensors-style saves under a
-// temporary name stream, land in the final name's family, and each is coded
-// against the previous save.
+// temporary name stream, land in the final name's family (the name at the
+// commit, not the one it was queued under), and each is coded against the
+// previous save.
 func TestMmapSaveStreamsAndFollowsRename(t *testing.T) {
 	ds := openTestStore(t, "", policy.Policy{Codec: policy.Default().Codec, Scheme: policy.Progressive, SnapDis: 100, MaxDepth: 100})
 	defer ds.Close()
@@ -134,7 +118,7 @@ func TestMmapSaveStreamsAndFollowsRename(t *testing.T) {
 		final := []string{"c-10/model.safetensors", "c-20/model.safetensors", "c-30/model.safetensors"}[k]
 		tmp := []string{"c-10/.tmpAbC12", "c-20/.tmpQ9x0Z", "c-30/.tmp77kLm"}[k]
 		ino := createFile(t, s, tmp[5:])
-		mmapSave(t, s, ino, newMovingPath(tmp), final, data, rng)
+		mmapSave(t, s, ino, tmp, final, data, rng)
 		if got := readIno(t, s, ino); !bytes.Equal(got, data) {
 			t.Fatalf("save %d: read back differs", k)
 		}
@@ -164,7 +148,7 @@ func TestInPlaceRewrite(t *testing.T) {
 	var prev meta.VersionID
 	for k, vals := range series {
 		data := ckpttest.NpyFile(vals)
-		w, err := s.NewWriter(ino, pathIs("last.pt"), true)
+		w, err := s.NewWriter(ino, pathIs("last.pt"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +203,7 @@ func TestShardsFollowTheirOwnSeries(t *testing.T) {
 
 func writeWith(t *testing.T, s *Store, ino meta.Ino, path string, data []byte) {
 	t.Helper()
-	w, err := s.NewWriter(ino, pathIs(path), true)
+	w, err := s.NewWriter(ino, pathIs(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,127 +215,55 @@ func writeWith(t *testing.T, s *Store, ino meta.Ino, path string, data []byte) {
 	}
 }
 
-// TestWindowFallbacks: writes below what was streamed, reads of it, and a
-// window that overflows end streaming; the content stays exact and the
-// version says it took the fallback.
-func TestWindowFallbacks(t *testing.T) {
+// TestWriteBelowFails: a writer takes its file in order; a write below the
+// bytes it accepted fails with ErrNotSequential and changes nothing, a
+// write past them leaves a hole, and a finished writer takes nothing. The
+// file keeps its previous content until a commit.
+func TestWriteBelowFails(t *testing.T) {
 	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	s := ds.Store
 	data := ckpttest.NpyFile(ckpttest.TrainingSeries(1, 400_000, 1)[0])
-	for _, tc := range []struct {
-		name string
-		do   func(w *Writer) error
-	}{
-		{"rewrite-below", func(w *Writer) error {
-			if _, err := w.WriteAt(data, 0, 1); err != nil {
-				return err
-			}
-			_, err := w.WriteAt(data[1000:2000], 1000, 1)
-			return err
-		}},
-		{"read-below", func(w *Writer) error {
-			if _, err := w.WriteAt(data, 0, 1); err != nil {
-				return err
-			}
-			_, err := w.ReadAt(make([]byte, 10), 5)
-			return err
-		}},
-		{"too-many-extents", func(w *Writer) error {
-			// Every other 512-byte block first (more extents than
-			// maxWindowExtents), then the rest.
-			for pass := 1; pass >= 0; pass-- {
-				for off := pass * 512; off < len(data); off += 1024 {
-					if _, err := w.WriteAt(data[off:min(len(data), off+512)], int64(off), 1); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		}},
-		{"shrink-below", func(w *Writer) error {
-			if _, err := w.WriteAt(data, 0, 1); err != nil {
-				return err
-			}
-			if err := w.Truncate(100, 1); err != nil {
-				return err
-			}
-			_, err := w.WriteAt(data[100:], 100, 1)
-			return err
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ino := createFile(t, s, tc.name)
-			w, err := s.NewWriter(ino, pathIs(tc.name), true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tc.do(w); err != nil {
-				t.Fatal(err)
-			}
-			if w.Streamed() {
-				t.Fatalf("still streaming")
-			}
-			if err := w.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			if got := readIno(t, s, ino); !bytes.Equal(got, data) {
-				t.Fatalf("read back differs")
-			}
-			if fi := info(t, s, ino); fi.Ingest != "fallback" {
-				t.Errorf("ingest %q, want fallback", fi.Ingest)
-			}
-		})
-	}
-	mustCheck(t, s, true)
-}
-
-// TestSparseWindow: bytes never written between and after the window's
-// extents are zeros, and a shrink that cuts only the window keeps
-// streaming.
-func TestSparseWindow(t *testing.T) {
-	ds := openTestStore(t, "", policy.Default())
-	defer ds.Close()
-	s := ds.Store
-	ino := createFile(t, s, "sparse")
-	w, err := s.NewWriter(ino, pathIs("sparse"), true)
+	old := []byte("previous content")
+	ino := writeFile(t, s, "f.npy", old, 4)
+	w, err := s.NewWriter(ino, pathIs("f.npy"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make([]byte, 3<<20)
-	put := func(off int, b []byte) {
-		if _, err := w.WriteAt(b, int64(off), 1); err != nil {
-			t.Fatal(err)
+	if _, err := w.WriteAt(data[:100_000], 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{0, 1000, 99_999} {
+		n, err := w.WriteAt(data[off:off+10], off, 1)
+		if n != 0 || !errors.Is(err, ErrNotSequential) || !strings.Contains(err.Error(), "f.npy") {
+			t.Errorf("write at %d below 100000: %d, %v; want 0, ErrNotSequential naming the file", off, n, err)
 		}
-		copy(want[off:], b)
 	}
-	if err := w.Truncate(int64(len(want)), 1); err != nil {
+	if got := w.Size(); got != 100_000 {
+		t.Errorf("size %d after the failed writes, want 100000", got)
+	}
+	if got := readFile(t, s, "f.npy"); !bytes.Equal(got, old) {
+		t.Error("an uncommitted writer changed the file")
+	}
+	want := append([]byte(nil), data...)
+	clear(want[100_000:150_000])
+	if _, err := w.WriteAt(data[150_000:], 150_000, 1); err != nil {
 		t.Fatal(err)
-	}
-	put(2<<20, bytes.Repeat([]byte{7}, 5000))
-	put(1<<20, bytes.Repeat([]byte{9}, 5000))
-	put(1<<20+2000, bytes.Repeat([]byte{3}, 10)) // overwrites part of the window
-	put(0, []byte("head"))
-	got := make([]byte, 8000)
-	if _, err := w.ReadAt(got, 1<<20-1000); err != nil || !bytes.Equal(got, want[1<<20-1000:1<<20+7000]) {
-		t.Fatalf("read of the window: %v", err)
-	}
-	if err := w.Truncate(2<<20+100, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Truncate(3<<20, 1); err != nil {
-		t.Fatal(err)
-	}
-	clear(want[2<<20+100:])
-	if !w.Streamed() {
-		t.Fatal("fell back")
 	}
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readIno(t, s, ino); !bytes.Equal(got, want) {
-		t.Fatal("read back differs")
+	if got := readFile(t, s, "f.npy"); !bytes.Equal(got, want) {
+		t.Error("read back differs")
 	}
+	if _, err := w.WriteAt(data[:10], int64(len(data)), 1); err == nil {
+		t.Error("a committed writer took a write")
+	}
+	if err := w.Commit(); err == nil {
+		t.Error("a writer committed twice")
+	}
+	w.Abort() // nothing left to drop
+	mustCheck(t, s, true)
 }
 
 // TestRecoverFreesInterruptedRelease: a version released while an ingest
@@ -385,77 +297,12 @@ func TestRecoverFreesInterruptedRelease(t *testing.T) {
 	mustCheck(t, s, true)
 }
 
-// TestDirtyMemoryBoundedForAllWriters: many files changed out of order at
-// once keep no more than the store's bound in memory together (24 drafts
-// took 64 MiB each before), windows included, and every file reads back
-// exact; after the commits nothing is held.
-func TestDirtyMemoryBoundedForAllWriters(t *testing.T) {
-	dir := t.TempDir()
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default(), CacheBytes: 8 << 20, DirtyBytes: 4 << 20},
-		Device: smallDevice(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
-	s := ds.Store
-	const files, size = 12, 1 << 20
-	rng := rand.New(rand.NewSource(3))
-	want := make([][]byte, files)
-	writers := make([]*Writer, files)
-	inos := make([]meta.Ino, files)
-	for i := range writers {
-		want[i] = randomBytes(rng, size)
-		inos[i] = createFile(t, s, fmt.Sprintf("f%d", i))
-		w, err := s.NewWriter(inos[i], pathIs(fmt.Sprintf("f%d", i)), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writers[i] = w
-	}
-	// Half the files get their second half first (a window), the others
-	// scattered pages (drafts); all interleaved.
-	const piece = 8 << 10
-	for off := 0; off < size; off += piece {
-		for i, w := range writers {
-			o := off
-			if i%2 == 0 {
-				o = (off + size/2) % size
-			} else {
-				o = (off * 7919) % size / piece * piece
-			}
-			if _, err := w.WriteAt(want[i][o:o+piece], int64(o), 1); err != nil {
-				t.Fatal(err)
-			}
-			if held := s.DirtyBytes(); held > 4<<20+piece {
-				t.Fatalf("%d bytes held in memory, bound %d", held, 4<<20)
-			}
-		}
-	}
-	// The scattered writes left gaps: fill every page to know the content.
-	for i, w := range writers {
-		if _, err := w.WriteAt(want[i], 0, 1); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if held := s.DirtyBytes(); held != 0 {
-		t.Errorf("%d bytes still held after every commit", held)
-	}
-	for i := range writers {
-		if got := readIno(t, s, inos[i]); !bytes.Equal(got, want[i]) {
-			t.Fatalf("f%d: read back differs", i)
-		}
-	}
-	mustCheck(t, s, true)
-}
-
 // TestSparseSaveShadow: a plain filesystem writes only the pages a program
 // wrote; a file sized by a truncate and left (partly) unwritten is a hole
 // there. The shadow must not be charged for those zeros (it was, once a
 // truncate that grows a streaming file only set its size), or the saving
-// would look larger than it is.
+// would look larger than it is. The holes reach the writer as skipped
+// bytes and a last Extend, as FileCommit.Run feeds a sparse staging file.
 func TestSparseSaveShadow(t *testing.T) {
 	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
@@ -472,17 +319,17 @@ func TestSparseSaveShadow(t *testing.T) {
 	} {
 		ino := createFile(t, s, tc.name)
 		before := shadowPages()
-		w, err := s.NewWriter(ino, pathIs(tc.name), false)
+		w, err := s.NewWriter(ino, pathIs(tc.name))
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Truncate(tc.size, 1); err != nil {
 			t.Fatal(err)
 		}
 		for _, off := range tc.writes {
 			if _, err := w.WriteAt(bytes.Repeat([]byte{1}, 4096), off, 1); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := w.Extend(tc.size, 1); err != nil {
+			t.Fatal(err)
 		}
 		if err := w.Commit(); err != nil {
 			t.Fatal(err)

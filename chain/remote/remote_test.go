@@ -47,7 +47,7 @@ func writeFile(t *testing.T, s *chain.Store, name string, data []byte) {
 			t.Fatal(err)
 		}
 	}
-	w, err := s.NewWriter(n.Ino, func() string { return name }, true)
+	w, err := s.NewWriter(n.Ino, func() string { return name })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,10 +79,9 @@ func Run(files []string, o Options) (*Result, error) {
 	if cache <= 0 {
 		cache = 32 << 20 // replay reads each file once: a small cache does
 	}
-	// No write-back: replay writes one file at a time and has nobody to
-	// answer sooner; each write is encoded before the next is read.
-	// Nor windows or drafts: its writes are sequential.
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache, WriteBackBytes: -1, DirtyBytes: 16 << 20},
+	// Replay writes one file at a time, sequentially: each write is
+	// encoded before the next is read.
+	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache},
 		Device: o.Device, Precondition: o.Precondition, NoSync: true})
 	if err != nil {
 		return nil, err
@@ -193,7 +192,7 @@ func replayOne(ds *chain.DirStore, file, p string, progress func(int64)) (*Step,
 	}
 	devBefore, shBefore := ds.Dev.Stats().HostPagesWritten, ds.Shadow.Stats().HostPagesWritten
 	mark := ds.Dev.Mark()
-	w, err := ds.NewWriter(ino, func() string { return p }, true)
+	w, err := ds.NewWriter(ino, func() string { return p })
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ write volume and flash wear that saves compared with a plain filesystem.`,
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warning",
 		"log verbosity: panic, fatal, error, warning, info, debug or trace")
 	root.PersistentFlags().StringVar(&memLimit, "memory-limit", "auto",
-		"soft limit for the Go heap, or auto: what the open store may hold (its two simulated SSDs' maps, about 8 bytes per 4 KiB of flash each, the chunk cache, the writers' buffers and write-back queues) and a quarter more; GOMEMLIMIT overrides it")
+		"soft limit for the Go heap, or auto: what the open store may hold (its two simulated SSDs' maps, about 8 bytes per 4 KiB of flash each, the chunk cache, the encoders' and commits' buffers) and a quarter more; GOMEMLIMIT overrides it")
 	memLimitFlag = &memLimit
 	for _, add := range subcommands {
 		root.AddCommand(add())

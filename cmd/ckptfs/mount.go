@@ -485,7 +485,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 		procsForLoweredEncoders()
 	}
 	ds, err := chain.OpenDir(f.store, chain.DirOptions{
-		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB), WriteBackBytes: -1, // saves reach the store from staging files
+		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB),
 			Workers: workers, EncodeNice: f.encodeNice},
 		Device: dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
 	if errors.Is(err, chain.ErrLocked) {

@@ -187,7 +187,7 @@ func TestReportFromStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wr, err := ds.NewWriter(n.Ino, func() string { return name }, true)
+		wr, err := ds.NewWriter(n.Ino, func() string { return name })
 		if err != nil {
 			t.Fatal(err)
 		}
