@@ -132,7 +132,7 @@ func (b *bench) peerSet(name, dtype string, files []string, glob string) (*PeerS
 	}
 	if err := b.zipnnRuns(set, files, glob); err != nil {
 		// A crash of the peer is a figure we lack, not a failure of ours.
-		msg := err.Error()
+		msg := strings.TrimSpace(err.Error())
 		if i := strings.LastIndex(msg, ": "); i >= 0 {
 			msg = msg[i+2:]
 		}

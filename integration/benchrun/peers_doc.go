@@ -85,7 +85,7 @@ func peerSetDoc(w *docWriter, p *PeerSet) {
 	}
 	w.line("")
 	if p.ZipNNError != "" {
-		w.f("ZipNN has no figures for this series: it failed on these files (%s; its stderr is in the run's log).\n\n", p.ZipNNError)
+		w.f("ZipNN has no figures for this series: it failed on these files (%s; its stderr is in the run's log).\n\n", strings.Join(strings.Fields(p.ZipNNError), " "))
 	}
 	w.f("Commands: ZipNN `%s` (zipnn %s); zstd `%s` and `-19`; planes, scaled and dynrle: %s; store: `%s` (and the other codec and snap_dis).\n\n",
 		p.ZipNNCommand, p.ZipNNVersion, p.Zstd[0].Command, p.CodecCommand, p.Replay[0].Command)
