@@ -56,6 +56,10 @@ type Report struct {
 	// spared add up to what charging every commit writes (replay).
 	ShadowDirtyPages  int64 `json:"shadow_dirty_pages"`
 	ShadowSparedPages int64 `json:"shadow_spared_pages"`
+	// WrittenVolumeRatioEveryCommit: device host pages ÷ the shadow's
+	// written, dirty and spared pages, as if the plain filesystem wrote
+	// every commit (replay's figure; saves minutes apart come to it).
+	WrittenVolumeRatioEveryCommit float64 `json:"written_volume_ratio_every_commit"`
 	// SaveMode is how a mount's saves reach their staging files:
 	// "passthrough" or "daemon-written" (empty offline).
 	SaveMode string `json:"save_mode,omitempty"`
@@ -190,6 +194,9 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 	// written unless freed within the expiry, so they count as written.
 	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages; sh > 0 {
 		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(sh)
+	}
+	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages + r.ShadowSparedPages; sh > 0 {
+		r.WrittenVolumeRatioEveryCommit = float64(r.Device.HostPagesWritten) / float64(sh)
 	}
 	if r.Shadow.Erases > 0 {
 		er := float64(r.Device.Erases) / float64(r.Shadow.Erases)
