@@ -47,10 +47,10 @@ func TestCaffeNumpySafetensors(t *testing.T) {
 		}
 	}
 	st := m.stats()
-	if r := st.everyCommitRatio(); r >= 1 {
+	if r := st.EveryCommitRatio; r >= 1 {
 		t.Errorf("written volume ÷ the shadow charged at every commit %.3f: no saving", r)
 	}
-	t.Logf("written_volume_ratio %.3f (the shadow charged at every commit: %.3f)", st.WrittenVolumeRatio, st.everyCommitRatio())
+	t.Logf("written_volume_ratio %.3f (the shadow charged at every commit: %.3f)", st.WrittenVolumeRatio, st.EveryCommitRatio)
 	m.restart()
 	sameFiles(t, m.dir, plain)
 	m.stop()

@@ -184,22 +184,15 @@ type report struct {
 	} `json:"shadow"`
 	ShadowDirtyPages  int64 `json:"shadow_dirty_pages"`
 	ShadowSparedPages int64 `json:"shadow_spared_pages"`
-	Files             []struct {
+	// EveryCommitRatio is the device's pages ÷ the shadow's charged at
+	// every commit (written, still dirty or spared by its page cache
+	// model): what replay reports, and, unlike written_volume_ratio, not a
+	// matter of how many seconds a test's saves took (docs/NANDSIM.md).
+	EveryCommitRatio float64 `json:"written_volume_ratio_every_commit"`
+	Files            []struct {
 		Path  string `json:"path"`
 		Depth uint32 `json:"chain_depth"`
 	} `json:"files"`
-}
-
-// everyCommitRatio is the device's pages ÷ the shadow's charged at every
-// commit (written, still dirty or spared by its page cache model): what
-// replay reports, and, unlike written_volume_ratio, not a matter of how
-// many seconds a test's saves took (docs/NANDSIM.md).
-func (r report) everyCommitRatio() float64 {
-	sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages + r.ShadowSparedPages
-	if sh == 0 {
-		return 0
-	}
-	return float64(r.Device.HostPagesWritten) / float64(sh)
 }
 
 func (m *mount) stats() report {

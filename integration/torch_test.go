@@ -91,11 +91,11 @@ func TestTorchTraining(t *testing.T) {
 	// filesystem's page cache would spare it most of the files they
 	// rotate away, as many as the test's speed allows, so the figure
 	// asserted is the shadow charged at every commit.
-	if r := st.everyCommitRatio(); r <= 0 || r >= 1 {
+	if r := st.EveryCommitRatio; r <= 0 || r >= 1 {
 		t.Errorf("written volume ÷ the shadow charged at every commit %.3f: the mount should write less than a plain filesystem", r)
 	}
 	t.Logf("after %d trainings: written_volume_ratio %.3f, against the shadow charged at every commit %.3f (device %d pages, plain %d written, %d dirty, %d spared)",
-		len(cases), st.WrittenVolumeRatio, st.everyCommitRatio(), st.Device.HostPagesWritten, st.Shadow.HostPagesWritten, st.ShadowDirtyPages, st.ShadowSparedPages)
+		len(cases), st.WrittenVolumeRatio, st.EveryCommitRatio, st.Device.HostPagesWritten, st.Shadow.HostPagesWritten, st.ShadowDirtyPages, st.ShadowSparedPages)
 
 	m.restart()
 	sameFiles(t, m.dir, plain)

@@ -61,6 +61,10 @@ func runSave1GSection(b *bench) error {
 		return fmt.Errorf("the writers' venv (make deps): %w", err)
 	}
 	base := filepath.Join(b.tmp, "save1g")
+	plain := filepath.Join(base, "plain")
+	if err := os.MkdirAll(plain, 0o755); err != nil {
+		return err
+	}
 	pt, err := b.mount("save1g-pt")
 	if err != nil {
 		return err
@@ -72,11 +76,8 @@ func runSave1GSection(b *bench) error {
 	}
 	lb, err := b.startLoopback(filepath.Join(base, "loop-orig"), filepath.Join(base, "loop-mnt"), true)
 	if err != nil {
-		errors.Join(pt.unmount(), dw.unmount())
-		return err
-	}
-	plain := filepath.Join(base, "plain")
-	if err := os.MkdirAll(plain, 0o755); err != nil {
+		pt.unmount()
+		dw.unmount()
 		return err
 	}
 	dirs := map[string]string{"passthrough": pt.mnt, "daemon-written": dw.mnt, "loopback-passthrough": lb.mnt, "plain": plain}
