@@ -1,19 +1,18 @@
 package chain
 
 import (
-	"math"
 	"path"
 	"sort"
-	"time"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
-	"github.com/ckptfs/ckptfs/nandsim"
 )
 
-// Report is what `ckptfs stats`, `replay` and .ckptfs/stats.json show. The
-// top-level keys are the metric names of docs/ARCHITECTURE.md.
-type Report struct {
+// Summary and Contents are the store's part of what `ckptfs stats`,
+// `replay` and .ckptfs/stats.json show (storedir.Report puts the media's
+// figures between them). The top-level keys are the metric names of
+// docs/ARCHITECTURE.md.
+type Summary struct {
 	Store   string `json:"store,omitempty"` // the store directory, when known
 	Codec   string `json:"codec"`
 	Scheme  string `json:"scheme"`
@@ -63,11 +62,10 @@ type Report struct {
 	// SaveMode is how a mount's saves reach their staging files:
 	// "passthrough" or "daemon-written" (empty offline).
 	SaveMode string `json:"save_mode,omitempty"`
+}
 
-	Device   nandsim.Stats `json:"device"`
-	Shadow   nandsim.Stats `json:"shadow"`
-	Lifetime Lifetime      `json:"lifetime"`
-
+// Contents lists the store's series and files, and what reads cost.
+type Contents struct {
 	FamilyRows []FamilyRow `json:"families"`
 	FileRows   []FileRow   `json:"files"`
 
@@ -81,16 +79,6 @@ type Report struct {
 	// Runtime is the serving daemon's CPU and its collector's share
 	// (absent when the report does not come from a daemon).
 	Runtime *Runtime `json:"runtime,omitempty"`
-}
-
-// Lifetime projects device wear from the erases observed over Window.
-type Lifetime struct {
-	PELimit    int64   `json:"pe_limit"`
-	WindowDays float64 `json:"window_days"`
-	// Days until the device wears out at the observed erase rate; 0 when
-	// nothing was erased yet (no rate to project).
-	DeviceDays float64 `json:"device_days"`
-	ShadowDays float64 `json:"shadow_days"`
 }
 
 // FamilyRow summarises one checkpoint series.
@@ -119,20 +107,15 @@ type FileRow struct {
 	RefPath     string `json:"ref_path"`   // the path the reference was saved under
 }
 
-// ReportOptions configure Report.
-type ReportOptions struct {
-	PELimit int64         // P/E cycles per block (default 3000, a common MLC rating)
-	Window  time.Duration // time over which the erases happened (default: since the store was made)
-}
-
-// Report gathers the store's figures.
-func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
-	p := ds.Policy()
-	r := &Report{Codec: p.Codec.String(), Scheme: p.Scheme.String(), SnapDis: policy.FormatSnapDis(p.SnapDis),
-		Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats(),
-		ChunksRebuilt: ds.rebuilt.Load(), TierHits: ds.refs.Hits()}
+// Figures gathers the store's part of its report. The ratios of written
+// volume and erases come from the media (storedir.Report), the wear
+// accounts' figures from here.
+func (s *Store) Figures() (*Summary, *Contents, error) {
+	p := s.Policy()
+	r := &Summary{Codec: p.Codec.String(), Scheme: p.Scheme.String(), SnapDis: policy.FormatSnapDis(p.SnapDis)}
+	c := &Contents{ChunksRebuilt: s.rebuilt.Load(), TierHits: s.refs.Hits()}
 	families := map[string]*FamilyRow{}
-	err := ds.view(func(tx *txn) error {
+	err := s.view(func(tx *txn) error {
 		r.LogicalBytes = int64(tx.mtx.Counter("logical_bytes"))
 		r.StreamedFiles = int64(tx.mtx.Counter("streamed_versions"))
 		r.FallbackFiles = int64(tx.mtx.Counter("fallback_versions"))
@@ -157,7 +140,7 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 			if v.Live {
 				r.Files++
 				r.LiveBytes += v.Size
-				r.FileRows = append(r.FileRows, FileRow{Path: paths[v.Ino], Size: v.Size, StoredBytes: v.PackBytes,
+				c.FileRows = append(c.FileRows, FileRow{Path: paths[v.Ino], Size: v.Size, StoredBytes: v.PackBytes,
 					Version: uint64(v.ID), Reference: uint64(v.Ref), Depth: v.Depth, Codec: v.Codec, Format: v.Format, Family: v.Family,
 					Ingest: IngestMode(v), RefReason: v.RefReason})
 			}
@@ -166,9 +149,9 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 		if err != nil {
 			return err
 		}
-		for i := range r.FileRows {
-			if ref := meta.VersionID(r.FileRows[i].Reference); ref != 0 {
-				r.FileRows[i].RefPath = refPaths[ref]
+		for i := range c.FileRows {
+			if ref := meta.VersionID(c.FileRows[i].Reference); ref != 0 {
+				c.FileRows[i].RefPath = refPaths[ref]
 			}
 		}
 		return tx.mtx.ForEachFamily(func(f *meta.Family) error {
@@ -179,54 +162,20 @@ func (ds *DirStore) Report(o ReportOptions) (*Report, error) {
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, f := range families {
-		r.FamilyRows = append(r.FamilyRows, *f)
+		c.FamilyRows = append(c.FamilyRows, *f)
 	}
-	sort.Slice(r.FamilyRows, func(i, j int) bool { return r.FamilyRows[i].Name < r.FamilyRows[j].Name })
-	sort.Slice(r.FileRows, func(i, j int) bool { return r.FileRows[i].Path < r.FileRows[j].Path })
-	r.MetadataPagesEstimate = ds.wear.MetadataPages()
-	r.ShadowMetadataPagesEstimate = ds.wear.ShadowMetadataPages()
-	r.StagedPages = ds.wear.StagedPages()
-	r.ShadowDirtyPages, r.ShadowSparedPages = ds.wear.DirtyPages(), ds.wear.SparedPages()
-	// The device is charged at commit; the shadow's dirty pages will be
-	// written unless freed within the expiry, so they count as written.
-	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages; sh > 0 {
-		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(sh)
+	sort.Slice(c.FamilyRows, func(i, j int) bool { return c.FamilyRows[i].Name < c.FamilyRows[j].Name })
+	sort.Slice(c.FileRows, func(i, j int) bool { return c.FileRows[i].Path < c.FileRows[j].Path })
+	if s.wear != nil {
+		r.MetadataPagesEstimate = s.wear.MetadataPages()
+		r.ShadowMetadataPagesEstimate = s.wear.ShadowMetadataPages()
+		r.StagedPages = s.wear.StagedPages()
+		r.ShadowDirtyPages, r.ShadowSparedPages = s.wear.DirtyPages(), s.wear.SparedPages()
 	}
-	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages + r.ShadowSparedPages; sh > 0 {
-		r.WrittenVolumeRatioEveryCommit = float64(r.Device.HostPagesWritten) / float64(sh)
-	}
-	if r.Shadow.Erases > 0 {
-		er := float64(r.Device.Erases) / float64(r.Shadow.Erases)
-		r.EraseRatio = &er
-	}
-	r.Lifetime = ds.lifetime(o)
-	return r, nil
-}
-
-func (ds *DirStore) lifetime(o ReportOptions) Lifetime {
-	l := Lifetime{PELimit: o.PELimit}
-	if l.PELimit <= 0 {
-		l.PELimit = 3000
-	}
-	window := o.Window
-	if window <= 0 {
-		window = ds.Age()
-	}
-	l.WindowDays = window.Hours() / 24
-	if window > 0 {
-		l.DeviceDays, _ = ds.Dev.ProjectedLifetime(l.PELimit, ds.Dev.Stats().Erases, window)
-		l.ShadowDays, _ = ds.Shadow.ProjectedLifetime(l.PELimit, ds.Shadow.Stats().Erases, window)
-	}
-	// Without erases there is no rate to project from.
-	for _, d := range []*float64{&l.DeviceDays, &l.ShadowDays} {
-		if math.IsInf(*d, 0) || math.IsNaN(*d) {
-			*d = 0
-		}
-	}
-	return l
+	return r, c, nil
 }
 
 // filePaths maps inodes to a path below the root (one of them, for hard

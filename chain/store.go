@@ -258,7 +258,7 @@ func (s *Store) Policy() policy.Policy {
 }
 
 // SyncData makes committed content durable (fsync): encoded chunks and
-// metadata. The simulators' statistics are saved by DirStore.Sync.
+// metadata. The simulators' statistics are saved by medium.Medium.Sync.
 func (s *Store) SyncData() error {
 	if err := s.data.Sync(); err != nil {
 		return fmt.Errorf("sync data: %w", err)

@@ -4,7 +4,6 @@ import (
 	"github.com/ckptfs/ckptfs/chain/namespace"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
-	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // The store's API speaks of inodes and versions; these are the metadata
@@ -46,12 +45,4 @@ const (
 	RenameNoReplace = namespace.RenameNoReplace
 	RenameExchange  = namespace.RenameExchange
 	MaxNameLen      = namespace.MaxNameLen
-)
-
-// The simulated SSD as the store's options and reports name it.
-type (
-	// DeviceConfig is a simulated SSD's geometry and timing (DirOptions.Device).
-	DeviceConfig = nandsim.Config
-	// EraseBin is one bar of a report's erase-count histogram.
-	EraseBin = nandsim.EraseBin
 )

@@ -9,14 +9,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/chain/storage/memstore"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
-	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 )
 
 // smallDevice is a 64 MiB simulated SSD, as chain's tests use: room for
@@ -65,7 +68,7 @@ type testMount struct {
 	// daemonWritten: the daemon writes staging files even where the
 	// kernel could serve them (MountOptions.NoPassthrough).
 	daemonWritten bool
-	ds            *chain.DirStore
+	ds            *storedir.Store
 	store         *chain.Store // ds.Store, or the store on the memory backend
 	closeDB       func() error
 	fsys          *FS
@@ -97,7 +100,7 @@ func newTestMountMode(t testing.TB, backend storage.Backend, daemonWritten bool)
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	db, err := meta.Open(filepath.Join(t.TempDir(), chain.MetaFile), meta.Options{NoSync: true})
+	db, err := meta.Open(filepath.Join(t.TempDir(), medium.MetaFile), meta.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +148,7 @@ func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOption
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := chain.OpenDir(storeDir, chain.DirOptions{
+	ds, err := storedir.Open(storeDir, storedir.Options{
 		Options:      chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
 		Device:       smallDevice(),
 		NoSync:       true,
@@ -168,7 +171,7 @@ func (m *testMount) serve(opts MountOptions) {
 	if ds := m.ds; ds != nil {
 		m.fsys.Staging = ds.Staging
 		m.fsys.Stats = func() ([]byte, error) {
-			rep, err := ds.Report(chain.ReportOptions{})
+			rep, err := ds.Report(storedir.ReportOptions{})
 			if err != nil {
 				return nil, err
 			}

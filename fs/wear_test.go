@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // TestStagedWear: the device is charged for a staging file only when the
@@ -16,7 +16,7 @@ import (
 func TestStagedWear(t *testing.T) {
 	const size = 2 << 20
 	pages := func(m *testMount) int64 {
-		rep, err := m.ds.Report(chain.ReportOptions{})
+		rep, err := m.ds.Report(storedir.ReportOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

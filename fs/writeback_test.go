@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ckptfs/ckptfs/chain"
+	"golang.org/x/sys/unix"
+
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/chain/storage/memstore"
-	"golang.org/x/sys/unix"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // gatedBackend holds every write while its gate is shut: the ingest behind
@@ -166,7 +167,7 @@ func TestDropCaches(t *testing.T) {
 	writePieces(t, m.path("ckpt-2.bin"), randomBytes(9, 600<<10)) // ckpt-1 leaves the reference tier
 	m.fsys.Drain()
 	rebuilt := func() int64 {
-		rep, err := m.ds.Report(chain.ReportOptions{})
+		rep, err := m.ds.Report(storedir.ReportOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // TestGBReferenceFromTier (issue 16): with default settings, the second save
@@ -29,7 +30,7 @@ func TestGBReferenceFromTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep chain.Report
+	var rep storedir.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

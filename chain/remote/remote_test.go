@@ -13,20 +13,22 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
 	"github.com/ckptfs/ckptfs/chain/storage/memstore"
 	"github.com/ckptfs/ckptfs/meta"
-	bolt "go.etcd.io/bbolt"
 )
 
 // testStore is a store on the in-memory backend in a temp dir.
 func testStore(t *testing.T) (*chain.Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := meta.Open(filepath.Join(dir, chain.MetaFile), meta.Options{NoSync: true})
+	db, err := meta.Open(filepath.Join(dir, medium.MetaFile), meta.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

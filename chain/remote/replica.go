@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
 	"github.com/ckptfs/ckptfs/meta"
@@ -45,7 +46,7 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, chain.MetaFile)
+	path := filepath.Join(dir, medium.MetaFile)
 	if _, err := os.Stat(path); err == nil {
 		// Take the old metadata's lock first: another daemon may serve it.
 		old, err := meta.Open(path, meta.Options{NoSync: true})
@@ -101,7 +102,7 @@ func prepareReplicaDir(dir, url string) error {
 	case err == nil && strings.TrimSpace(string(b)) != url:
 		return fmt.Errorf("store %s is a replica of %s, not of %s: use another --store", dir, strings.TrimSpace(string(b)), url)
 	case errors.Is(err, os.ErrNotExist):
-		if _, err := os.Stat(filepath.Join(dir, chain.MetaFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, medium.MetaFile)); err == nil {
 			return fmt.Errorf("store %s holds a store of its own: a read-only remote mount needs an empty store directory (or one it made before)", dir)
 		}
 		if err := os.WriteFile(mark, []byte(url+"\n"), 0o600); err != nil {

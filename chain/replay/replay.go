@@ -16,6 +16,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -38,7 +39,7 @@ type Options struct {
 	Progress func(done, total int64)
 	// Opened, if set, is called once the throw-away store is open, with the
 	// memory its chunk cache may use.
-	Opened func(ds *chain.DirStore, cacheBytes int64)
+	Opened func(ds *storedir.Store, cacheBytes int64)
 }
 
 // Step is what happened to one input file.
@@ -58,7 +59,7 @@ type Step struct {
 
 // Result is the report after the last file, plus a row per file.
 type Result struct {
-	chain.Report
+	storedir.Report
 	Steps []Step `json:"steps"`
 }
 
@@ -81,7 +82,7 @@ func Run(files []string, o Options) (*Result, error) {
 	}
 	// Replay writes one file at a time, sequentially: each write is
 	// encoded before the next is read.
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: o.Policy, CacheBytes: cache},
+	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: o.Policy, CacheBytes: cache},
 		Device: o.Device, Precondition: o.Precondition, NoSync: true})
 	if err != nil {
 		return nil, err
@@ -128,7 +129,7 @@ func Run(files []string, o Options) (*Result, error) {
 	if interval <= 0 {
 		interval = 20 * time.Minute
 	}
-	rep, err := ds.Report(chain.ReportOptions{Window: interval * time.Duration(len(files))})
+	rep, err := ds.Report(storedir.ReportOptions{Window: interval * time.Duration(len(files))})
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func relativePaths(files []string) ([]string, int64, error) {
 }
 
 // replayOne saves one file at path p, then reads it back.
-func replayOne(ds *chain.DirStore, file, p string, progress func(int64)) (*Step, error) {
+func replayOne(ds *storedir.Store, file, p string, progress func(int64)) (*Step, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
@@ -239,7 +240,7 @@ func replayOne(ds *chain.DirStore, file, p string, progress func(int64)) (*Step,
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // compareWith reads inode ino's content and compares it with f.
-func compareWith(ds *chain.DirStore, ino meta.Ino, f *os.File, progress func(int64)) error {
+func compareWith(ds *storedir.Store, ino meta.Ino, f *os.File, progress func(int64)) error {
 	n, err := ds.Inode(ino)
 	if err != nil {
 		return err
@@ -270,7 +271,7 @@ func compareWith(ds *chain.DirStore, ino meta.Ino, f *os.File, progress func(int
 }
 
 // createPath creates (or finds) the regular file p, making its directories.
-func createPath(ds *chain.DirStore, p string) (meta.Ino, error) {
+func createPath(ds *storedir.Store, p string) (meta.Ino, error) {
 	parent := meta.RootIno
 	parts := strings.Split(p, "/")
 	for i, name := range parts {
@@ -292,7 +293,7 @@ func createPath(ds *chain.DirStore, p string) (meta.Ino, error) {
 }
 
 // removePath unlinks the file p.
-func removePath(ds *chain.DirStore, p string) error {
+func removePath(ds *storedir.Store, p string) error {
 	parent := meta.RootIno
 	parts := strings.Split(p, "/")
 	for _, name := range parts[:len(parts)-1] {

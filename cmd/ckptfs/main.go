@@ -10,9 +10,10 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/ckptfs/ckptfs/chain"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // version is set at build time with -ldflags "-X main.version=..." (make
@@ -125,7 +126,7 @@ func setMemoryLimit(value string, need int64) error {
 // for garbage between collections. A limit at what they hold would make
 // the collector run without end once they fill (measured: 55% of the
 // daemon's CPU in the runtime during 1 GB saves).
-func limitMemoryFor(ds *chain.DirStore, _ int64) {
+func limitMemoryFor(ds *storedir.Store, _ int64) {
 	if memLimitFlag != nil {
 		need := ds.MemoryNeeded() + ds.Store.MemoryBudget()
 		_ = setMemoryLimit(*memLimitFlag, need+max(need/4, 64<<20))

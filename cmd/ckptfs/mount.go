@@ -16,13 +16,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/chain/policy"
-	"github.com/ckptfs/ckptfs/chain/remote"
-	"github.com/ckptfs/ckptfs/fs"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/remote"
+	"github.com/ckptfs/ckptfs/chain/storedir"
+	"github.com/ckptfs/ckptfs/fs"
 )
 
 func init() { subcommands = append(subcommands, newMountCommand, newUmountCommand) }
@@ -100,7 +103,7 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 			if err != nil {
 				return err
 			}
-			_, statErr := os.Stat(filepath.Join(f.store, chain.MetaFile))
+			_, statErr := os.Stat(filepath.Join(f.store, medium.MetaFile))
 			newStore := errors.Is(statErr, os.ErrNotExist)
 			served := false
 			if !f.foreground {
@@ -298,7 +301,7 @@ func removeNewStore(store string, created []string) {
 }
 
 // logName is the daemon's log in its store directory.
-const logName = "ckptfs.log"
+const logName = medium.LogFile
 
 // daemonExecutable is the program daemonize starts (tests replace it).
 var daemonExecutable = os.Executable
@@ -310,7 +313,7 @@ type errReported struct{ error }
 
 // storeLocked reports whether a ckptfs process holds the store open.
 func storeLocked(store string) bool {
-	f, err := openNoFollow(filepath.Join(store, chain.MetaFile), os.O_RDONLY, 0)
+	f, err := openNoFollow(filepath.Join(store, medium.MetaFile), os.O_RDONLY, 0)
 	if err != nil {
 		return false
 	}
@@ -484,7 +487,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	if f.encodeNice > 0 {
 		procsForLoweredEncoders()
 	}
-	ds, err := chain.OpenDir(f.store, chain.DirOptions{
+	ds, err := storedir.Open(f.store, storedir.Options{
 		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB),
 			Workers: workers, EncodeNice: f.encodeNice},
 		Device: dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
@@ -509,7 +512,7 @@ func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (serve
 	fsys.SyncClose = f.syncClose
 	fsys.Staging = ds.Staging
 	fsys.Stats = func() ([]byte, error) {
-		rep, err := ds.Report(chain.ReportOptions{})
+		rep, err := ds.Report(storedir.ReportOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -593,7 +596,7 @@ func newUmountCommand() *cobra.Command {
 				return err
 			}
 			if store != "" {
-				return waitUnlocked(filepath.Join(store, chain.MetaFile), wait)
+				return waitUnlocked(filepath.Join(store, medium.MetaFile), wait)
 			}
 			return nil
 		},

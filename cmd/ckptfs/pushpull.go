@@ -11,10 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote"
-	"github.com/spf13/cobra"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 func init() { subcommands = append(subcommands, newPushCommand, newPullCommand) }
@@ -111,7 +114,7 @@ continue its chains.`,
 			if err := r.check(); err != nil {
 				return err
 			}
-			if _, err := os.Stat(filepath.Join(store, chain.MetaFile)); err == nil {
+			if _, err := os.Stat(filepath.Join(store, medium.MetaFile)); err == nil {
 				return fmt.Errorf("store %s exists: pull copies into a new store", store)
 			}
 			b, err := r.open(true, false)
@@ -122,7 +125,7 @@ continue its chains.`,
 			if err != nil {
 				return err
 			}
-			ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}})
+			ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}})
 			if err != nil {
 				return err
 			}

@@ -11,12 +11,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 	"github.com/ckptfs/ckptfs/fs"
-	"github.com/sirupsen/logrus"
-	"github.com/spf13/pflag"
 )
 
 // remoteFlags are the flags of a mount that replicates to (or reads from)
@@ -114,7 +116,7 @@ func (r *remoteFlags) open(required, uploads bool) (*bucket.S3, error) {
 }
 
 // startUploader starts replicating ds if --remote is set (nil otherwise).
-func (r *remoteFlags) startUploader(ds *chain.DirStore) (*remote.Uploader, error) {
+func (r *remoteFlags) startUploader(ds *storedir.Store) (*remote.Uploader, error) {
 	if r.url == "" {
 		return nil, nil
 	}
@@ -146,7 +148,7 @@ func (r *remoteFlags) stopUploader(u *remote.Uploader) {
 }
 
 // withRemote adds the uploader's figures to a stats report, under "remote".
-func withRemote(rep *chain.Report, u *remote.Uploader) any {
+func withRemote(rep *storedir.Report, u *remote.Uploader) any {
 	if u == nil {
 		return rep
 	}
@@ -154,12 +156,12 @@ func withRemote(rep *chain.Report, u *remote.Uploader) any {
 	return withRemoteStats(rep, &st)
 }
 
-func withRemoteStats(rep *chain.Report, st *remote.Stats) any {
+func withRemoteStats(rep *storedir.Report, st *remote.Stats) any {
 	if st == nil {
 		return rep
 	}
 	return struct {
-		*chain.Report
+		*storedir.Report
 		Remote *remote.Stats `json:"remote"`
 	}{rep, st}
 }

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/replay"
-	"github.com/spf13/cobra"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 func init() { subcommands = append(subcommands, newReportCommand) }
@@ -29,7 +31,7 @@ type reportStep struct {
 // --compare run, or a store.
 type reportMethod struct {
 	Name   string
-	Report chain.Report
+	Report storedir.Report
 	Steps  []reportStep
 }
 
@@ -113,7 +115,7 @@ func loadStoreReport(dir string) (*reportData, error) {
 		return nil, err
 	}
 	defer ds.Close()
-	rep, err := ds.Report(chain.ReportOptions{})
+	rep, err := ds.Report(storedir.ReportOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("report of %s: %w", dir, err)
 	}
@@ -130,7 +132,7 @@ func loadReplayReport(path, method string) (*reportData, error) {
 		Methods []struct {
 			Method string `json:"method"`
 			Result *struct {
-				chain.Report
+				storedir.Report
 				Steps []reportStep `json:"steps"`
 			} `json:"result"`
 		} `json:"methods"`

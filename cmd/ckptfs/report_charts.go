@@ -11,12 +11,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ckptfs/ckptfs/chain"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // Chart size: wide enough for nine methods' bars side by side.
@@ -269,7 +270,7 @@ func eraseHistogramChart(d *reportData) (chart, error) {
 	counts := map[key][2]float64{}
 	var keys []key
 	never := [2]int64{}
-	for side, bins := range [2][]chain.EraseBin{m.Report.Device.EraseHistogram, m.Report.Shadow.EraseHistogram} {
+	for side, bins := range [2][]nandsim.EraseBin{m.Report.Device.EraseHistogram, m.Report.Shadow.EraseHistogram} {
 		for _, b := range bins {
 			if b.Hi == 0 {
 				never[side] += b.Blocks

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -168,7 +169,7 @@ func TestReportFromStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()},
+	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: policy.Default()},
 		Device: dev, Precondition: true})
 	if err != nil {
 		t.Fatal(err)

@@ -11,12 +11,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // printReport writes a store report as tables a person can read: the
 // device beside the shadow (what a plain filesystem would have written),
 // then families and files.
-func printReport(out io.Writer, r *chain.Report, files bool) {
+func printReport(out io.Writer, r *storedir.Report, files bool) {
 	fmt.Fprintln(out, headline(r))
 	fmt.Fprintf(out, "codec %s, scheme %s, snap-dis %s", r.Codec, r.Scheme, r.SnapDis)
 	if r.SaveMode != "" {
@@ -136,7 +137,7 @@ func thousands(n int64) string {
 
 // headline is the report in one line: how much less ckptfs wrote than a
 // plain filesystem would have, and what that did to erases and lifetime.
-func headline(r *chain.Report) string {
+func headline(r *storedir.Report) string {
 	d, s := r.Device, r.Shadow
 	if s.HostPagesWritten+r.ShadowDirtyPages == 0 {
 		return "nothing written yet"

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 func TestNaturalCompare(t *testing.T) {
@@ -22,7 +23,7 @@ func TestNaturalCompare(t *testing.T) {
 
 func TestStatsHeadlineAndOrder(t *testing.T) {
 	er := 0.5
-	r := &chain.Report{WrittenVolumeRatio: 0.734, EraseRatio: &er}
+	r := &storedir.Report{Summary: chain.Summary{WrittenVolumeRatio: 0.734, EraseRatio: &er}}
 	r.Device.HostPagesWritten, r.Shadow.HostPagesWritten = 734, 1000
 	r.Device.Erases, r.Shadow.Erases = 10, 20
 	r.Lifetime.DeviceDays, r.Lifetime.ShadowDays = 200, 100
@@ -38,20 +39,20 @@ func TestStatsHeadlineAndOrder(t *testing.T) {
 		t.Errorf("checkpoint-896 not listed before checkpoint-1280:\n%s", out.String())
 	}
 
-	fresh := &chain.Report{WrittenVolumeRatio: 0.9}
+	fresh := &storedir.Report{Summary: chain.Summary{WrittenVolumeRatio: 0.9}}
 	fresh.Device.HostPagesWritten, fresh.Shadow.HostPagesWritten = 90, 100
 	if h := headline(fresh); !strings.HasPrefix(h, "wrote 10.0% less") || !strings.Contains(h, "no erases yet") {
 		t.Errorf("fresh device headline: %q", h)
 	}
 	// Saves seconds apart: the shadow's page cache spared files replaced
 	// before it wrote them; both figures are shown.
-	quick := &chain.Report{WrittenVolumeRatio: 1.5, WrittenVolumeRatioEveryCommit: 0.75, ShadowDirtyPages: 60, ShadowSparedPages: 100}
+	quick := &storedir.Report{Summary: chain.Summary{WrittenVolumeRatio: 1.5, WrittenVolumeRatioEveryCommit: 0.75, ShadowDirtyPages: 60, ShadowSparedPages: 100}}
 	quick.Device.HostPagesWritten, quick.Shadow.HostPagesWritten = 150, 40
 	if h := headline(quick); !strings.HasPrefix(h, "wrote 50.0% more than a plain filesystem (150 against 100 pages)") ||
 		!strings.Contains(h, "25.0% less against a plain filesystem charged every save") || !strings.Contains(h, "spared 100 pages") {
 		t.Errorf("headline with spared shadow pages: %q", h)
 	}
-	if h := headline(&chain.Report{}); h != "nothing written yet" {
+	if h := headline(&storedir.Report{}); h != "nothing written yet" {
 		t.Errorf("empty store headline: %q", h)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/remote"
-	"github.com/spf13/cobra"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 func init() { subcommands = append(subcommands, newStatsCommand) }
@@ -28,7 +30,7 @@ Give a mount point (it reads MOUNTPOINT/.ckptfs/stats.json from the running
 daemon) or --store for an unmounted store.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rep *chain.Report
+			var rep *storedir.Report
 			var rs *remote.Stats
 			switch {
 			case len(args) == 1 && store != "":
@@ -38,7 +40,7 @@ daemon) or --store for an unmounted store.`,
 				if err != nil {
 					return fmt.Errorf("%s is not a mounted ckptfs (%w)", args[0], err)
 				}
-				rep = new(chain.Report)
+				rep = new(storedir.Report)
 				if err := json.Unmarshal(b, rep); err != nil {
 					return fmt.Errorf("stats.json: %w", err)
 				}
@@ -56,7 +58,7 @@ daemon) or --store for an unmounted store.`,
 					return err
 				}
 				defer ds.Close()
-				if rep, err = ds.Report(chain.ReportOptions{}); err != nil {
+				if rep, err = ds.Report(storedir.ReportOptions{}); err != nil {
 					return err
 				}
 				if rs, err = remote.StoredStats(store); err != nil {

@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // runCkptfs runs the root command with args and returns its output.
@@ -33,7 +35,7 @@ func newSmallStore(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
+	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func newSmallStore(t *testing.T, dir string) {
 // noStoreFiles fails if dir holds any file a store consists of.
 func noStoreFiles(t *testing.T, dir string) {
 	t.Helper()
-	for _, name := range []string{chain.MetaFile, chain.DeviceFile, chain.DeviceStateFile, chain.ShadowStateFile, logName} {
+	for _, name := range []string{medium.MetaFile, medium.DeviceFile, medium.DeviceStateFile, medium.ShadowStateFile, logName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			t.Errorf("%s was created in %s", name, dir)
 		}
@@ -160,7 +162,7 @@ func TestFailedMountLeavesNoStore(t *testing.T) {
 	if _, err := runCkptfs(t, "mount", "--store", old, mp); err == nil {
 		t.Fatal("mount succeeded with a daemon that exits at once")
 	}
-	if _, err := os.Stat(filepath.Join(old, chain.MetaFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(old, medium.MetaFile)); err != nil {
 		t.Errorf("a failed mount of an existing store removed its metadata: %v", err)
 	}
 }
@@ -175,7 +177,7 @@ func TestRefusedMountLeavesLogAlone(t *testing.T) {
 	}
 	store := filepath.Join(tmp, "store")
 	newSmallStore(t, store)
-	ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, NoSync: true})
+	ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +261,7 @@ func TestAnalyzeNoTensors(t *testing.T) {
 // checks, or in a store that stats and fsck read) is not followed to create
 // or write a file elsewhere.
 func TestOpenDirDoesNotFollowSymlinks(t *testing.T) {
-	for _, name := range []string{chain.MetaFile, chain.DeviceFile} {
+	for _, name := range []string{medium.MetaFile, medium.DeviceFile} {
 		tmp := t.TempDir()
 		store := filepath.Join(tmp, "store")
 		if err := os.Mkdir(store, 0o700); err != nil {
@@ -270,7 +272,7 @@ func TestOpenDirDoesNotFollowSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		dev, _ := deviceForSize("64MiB")
-		ds, err := chain.OpenDir(store, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
+		ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
 		if err == nil {
 			ds.Close()
 			t.Errorf("a store whose %s is a symlink was opened", name)

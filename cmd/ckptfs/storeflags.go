@@ -11,10 +11,14 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/spf13/pflag"
+
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote"
-	"github.com/spf13/pflag"
+	"github.com/ckptfs/ckptfs/chain/storedir"
+	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // policyFlags are the coding flags that mount and replay share.
@@ -57,8 +61,8 @@ func codecNames() string {
 
 // deviceForSize returns the paper's Table 4 device with as many blocks per
 // chip as make size bytes of physical flash (8 channels, 64-page blocks).
-func deviceForSize(size string) (chain.DeviceConfig, error) {
-	cfg := chain.StoreDevice()
+func deviceForSize(size string) (nandsim.Config, error) {
+	cfg := medium.StoreDevice()
 	if size == "" {
 		return cfg, nil
 	}
@@ -177,8 +181,8 @@ func requireStore(dir string) error {
 	case !fi.IsDir():
 		return fmt.Errorf("store %s is not a directory", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, chain.MetaFile)); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s is not a ckptfs store (it has no %s): give the --store directory of a mount", dir, chain.MetaFile)
+	if _, err := os.Stat(filepath.Join(dir, medium.MetaFile)); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s is not a ckptfs store (it has no %s): give the --store directory of a mount", dir, medium.MetaFile)
 	} else if err != nil {
 		return fmt.Errorf("store %s: %w", dir, err)
 	}
@@ -187,12 +191,12 @@ func requireStore(dir string) error {
 
 // openExistingStore opens a store that must already exist, with the policy
 // it was last mounted with: what stats, fsck and report read.
-func openExistingStore(dir string) (*chain.DirStore, error) {
+func openExistingStore(dir string) (*storedir.Store, error) {
 	if err := requireStore(dir); err != nil {
 		return nil, err
 	}
 	if err := remote.CheckNotReplica(dir); err != nil {
 		return nil, err
 	}
-	return chain.OpenDir(dir, chain.DirOptions{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
+	return storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: policy.Default()}, StoredPolicy: true})
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 )
 
 func TestParseSize(t *testing.T) {
@@ -99,7 +99,7 @@ func TestDefaultStoreDirLegacy(t *testing.T) {
 		t.Fatalf("legacy store not found: %q", got)
 	}
 	// Held by the daemon of /home/u/runs%exp1 (same legacy name): not ours.
-	f, err := os.Create(filepath.Join(legacy, chain.MetaFile))
+	f, err := os.Create(filepath.Join(legacy, medium.MetaFile))
 	if err != nil {
 		t.Fatal(err)
 	}

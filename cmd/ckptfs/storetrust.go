@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 )
 
 // storeFiles are the files a store directory holds.
-var storeFiles = []string{chain.MetaFile, chain.DeviceFile, chain.DeviceStateFile, chain.ShadowStateFile, logName}
+var storeFiles = medium.Files
 
 // checkStoreTrusted refuses a store directory that someone else could have
 // prepared or could change under the daemon: one not owned by the mounting

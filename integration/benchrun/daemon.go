@@ -12,8 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ckptfs/ckptfs/chain"
 	"golang.org/x/sys/unix"
+
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // daemon is a ckptfs mount started for one section, on a fresh store in the
@@ -82,12 +83,12 @@ func procStatus(pid int, key string) int64 {
 }
 
 // report is the mount's live stats.json.
-func (d *daemon) report() (*chain.Report, error) {
+func (d *daemon) report() (*storedir.Report, error) {
 	b, err := os.ReadFile(filepath.Join(d.mnt, ".ckptfs", "stats.json"))
 	if err != nil {
 		return nil, err
 	}
-	var r chain.Report
+	var r storedir.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("stats.json: %w", err)
 	}

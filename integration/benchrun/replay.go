@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/replay"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 // seriesSets are the real training series of Fig. 9/10 and Table 9: fp32
@@ -90,7 +90,7 @@ type compareJSON struct {
 		Scheme  string `json:"scheme"`
 		SnapDis string `json:"snap_dis"`
 		Result  struct {
-			chain.Report
+			storedir.Report
 			Steps []replay.Step `json:"steps"`
 		} `json:"result"`
 	} `json:"methods"`

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
 var (
@@ -174,7 +174,7 @@ func (b *bench) replayRSS(files [2]string) (*ReplayRSS, error) {
 		rr.Seconds = append(rr.Seconds, since(t0))
 		rr.RSS = append(rr.RSS, rss)
 		rr.MaxRSS = max(rr.MaxRSS, rss)
-		var rep chain.Report
+		var rep storedir.Report
 		if err := json.Unmarshal(out, &rep); err != nil {
 			return nil, fmt.Errorf("replay output: %w", err)
 		}

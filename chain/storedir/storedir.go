@@ -1,0 +1,147 @@
+// Package storedir assembles a store kept in a directory: the media
+// (package medium: metadata, the simulated SSD and its shadow, the chunk
+// backend, the staging files) and the store's logic (package chain) on
+// top of them. A mount, the offline commands and replay all open stores
+// here, so they run the same assembly.
+package storedir
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
+	"github.com/ckptfs/ckptfs/nandsim"
+)
+
+// Options configure Open.
+type Options struct {
+	chain.Options
+	// Device is the simulated SSD of a new store (zero: the paper's Table
+	// 4 device). An existing store keeps its geometry.
+	Device nandsim.Config
+	// Backend keeps a new store's chunks (empty: medium.SSD).
+	Backend string
+	// Precondition warms a new store's device and shadow up to the paper's
+	// Table 8 split, so that GC runs from the first write.
+	Precondition bool
+	// NoSync skips fsync of the metadata (throw-away stores: replay, tests).
+	NoSync bool
+	// MemoryDevice keeps the device content in memory instead of a file.
+	MemoryDevice bool
+	// StoredPolicy uses the policy the store was last opened with, if any,
+	// instead of Options.Policy (readers such as stats and fsck, and mounts
+	// without coding flags).
+	StoredPolicy bool
+}
+
+// Store is a store kept in a directory, open.
+type Store struct {
+	*chain.Store
+	*medium.Medium
+}
+
+// Open opens the store in dir, creating it (mode 0700) if needed. A store
+// held by another process is refused with an error wrapping meta.ErrLocked.
+// Saves closed before a daemon died, still in their staging files, become
+// the files' content before Open returns.
+func Open(dir string, o Options) (*Store, error) {
+	m, err := medium.Open(dir, medium.Options{Device: o.Device, Backend: o.Backend,
+		Precondition: o.Precondition, NoSync: o.NoSync, MemoryDevice: o.MemoryDevice})
+	if err != nil {
+		return nil, err
+	}
+	s, err := chain.Open(chain.Media{DB: m.DB, Data: m.Data, Accounts: m.Accounts, Staging: m.Staging},
+		o.Options, o.StoredPolicy)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	return &Store{Store: s, Medium: m}, nil
+}
+
+// Sync makes everything durable: encoded chunks, the simulators' state
+// (their statistics) and metadata.
+func (ds *Store) Sync() error { return ds.Medium.Sync() }
+
+// Close stops the store and closes its media.
+func (ds *Store) Close() error {
+	ds.Store.Close()
+	return ds.Medium.Close()
+}
+
+// Report is what `ckptfs stats`, `replay` and .ckptfs/stats.json show: the
+// store's summary, the two simulated SSDs and the wear they project, and the
+// store's contents. The top-level keys are the metric names of
+// docs/ARCHITECTURE.md.
+type Report struct {
+	chain.Summary
+	Device   nandsim.Stats `json:"device"`
+	Shadow   nandsim.Stats `json:"shadow"`
+	Lifetime Lifetime      `json:"lifetime"`
+	chain.Contents
+}
+
+// Lifetime projects device wear from the erases observed over Window.
+type Lifetime struct {
+	PELimit    int64   `json:"pe_limit"`
+	WindowDays float64 `json:"window_days"`
+	// Days until the device wears out at the observed erase rate; 0 when
+	// nothing was erased yet (no rate to project).
+	DeviceDays float64 `json:"device_days"`
+	ShadowDays float64 `json:"shadow_days"`
+}
+
+// ReportOptions configure Report.
+type ReportOptions struct {
+	PELimit int64         // P/E cycles per block (default 3000, a common MLC rating)
+	Window  time.Duration // time over which the erases happened (default: since the store was made)
+}
+
+// Report gathers the store's figures.
+func (ds *Store) Report(o ReportOptions) (*Report, error) {
+	r := &Report{Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats()}
+	sum, contents, err := ds.Figures()
+	if err != nil {
+		return nil, err
+	}
+	r.Summary, r.Contents = *sum, *contents
+	// The device is charged at commit; the shadow's dirty pages will be
+	// written unless freed within the expiry, so they count as written.
+	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages; sh > 0 {
+		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(sh)
+	}
+	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages + r.ShadowSparedPages; sh > 0 {
+		r.WrittenVolumeRatioEveryCommit = float64(r.Device.HostPagesWritten) / float64(sh)
+	}
+	if r.Shadow.Erases > 0 {
+		er := float64(r.Device.Erases) / float64(r.Shadow.Erases)
+		r.EraseRatio = &er
+	}
+	r.Lifetime = ds.lifetime(o)
+	return r, nil
+}
+
+func (ds *Store) lifetime(o ReportOptions) Lifetime {
+	l := Lifetime{PELimit: o.PELimit}
+	if l.PELimit <= 0 {
+		l.PELimit = 3000
+	}
+	window := o.Window
+	if window <= 0 {
+		window = ds.Age()
+	}
+	l.WindowDays = window.Hours() / 24
+	if window > 0 {
+		l.DeviceDays, _ = ds.Dev.ProjectedLifetime(l.PELimit, ds.Dev.Stats().Erases, window)
+		l.ShadowDays, _ = ds.Shadow.ProjectedLifetime(l.PELimit, ds.Shadow.Stats().Erases, window)
+	}
+	// Without erases there is no rate to project from.
+	for _, d := range []*float64{&l.DeviceDays, &l.ShadowDays} {
+		if math.IsInf(*d, 0) || math.IsNaN(*d) {
+			*d = 0
+		}
+	}
+	return l
+}

@@ -1,0 +1,158 @@
+package storedir
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/medium"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
+)
+
+func smallDevice() nandsim.Config {
+	c := nandsim.DefaultConfig()
+	c.Channels, c.BlocksPerChip = 4, 64
+	return c
+}
+
+func open(t *testing.T, dir, backend string) *Store {
+	t.Helper()
+	ds, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
+		Device: smallDevice(), Backend: backend, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func save(t *testing.T, s *chain.Store, name string, data []byte) {
+	t.Helper()
+	n, err := s.Create(meta.RootIno, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.NewWriter(n.Ino, func() string { return name })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt(data, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func load(t *testing.T, s *chain.Store, name string) []byte {
+	t.Helper()
+	n, err := s.Lookup(meta.RootIno, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.OpenVersion(n.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, r.Size())
+	if _, err := r.ReadAt(out, 0); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestMemoryBackend opens a store on the memory backend through the same
+// assembly a mount uses: a series saved as deltas reads back, the report
+// counts it, and the backend is recorded, so a reopen says that the chunks
+// are gone instead of serving a store without them.
+func TestMemoryBackend(t *testing.T) {
+	dir := t.TempDir()
+	ds := open(t, dir, medium.Memory)
+	if ds.BackendName != medium.Memory {
+		t.Fatalf("backend %q, want %q", ds.BackendName, medium.Memory)
+	}
+	series := ckpttest.TrainingSeries(3, 200_000, 3)
+	var logical int64
+	for i, w := range series {
+		f := ckpttest.NpyFile(w)
+		logical += int64(len(f))
+		save(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), f)
+	}
+	ds.DropCaches()
+	for i, w := range series {
+		if got := load(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i)); !bytes.Equal(got, ckpttest.NpyFile(w)) {
+			t.Fatalf("ckpt-%d.npy read back differs", i)
+		}
+	}
+	rep, err := ds.Report(ReportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LogicalBytes != logical || rep.Files != len(series) {
+		t.Errorf("report: %d logical bytes in %d files, want %d in %d", rep.LogicalBytes, rep.Files, logical, len(series))
+	}
+	if rep.StoredBytes <= 0 || rep.StoredBytes >= logical {
+		t.Errorf("report: %d bytes stored for %d logical: the series did not delta", rep.StoredBytes, logical)
+	}
+	// The device holds metadata only: the chunks were not programmed.
+	if rep.Device.HostPagesWritten*int64(rep.Device.PageSize) >= rep.StoredBytes {
+		t.Errorf("device written %d pages with chunks kept in memory", rep.Device.HostPagesWritten)
+	}
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default()}, NoSync: true}); err == nil ||
+		!strings.Contains(err.Error(), "in memory") {
+		t.Fatalf("reopening a memory store: %v, want an error saying its chunks were in memory", err)
+	}
+}
+
+// TestBackendRecorded: a store keeps the backend it was made with; asking
+// for another one is refused, and a store that recorded none (made before
+// backends were recorded) is on the SSD.
+func TestBackendRecorded(t *testing.T) {
+	dir := t.TempDir()
+	ds := open(t, dir, "")
+	if ds.BackendName != medium.SSD {
+		t.Fatalf("default backend %q, want %q", ds.BackendName, medium.SSD)
+	}
+	data := ckpttest.NpyFile(ckpttest.TrainingSeries(5, 50_000, 1)[0])
+	save(t, ds.Store, "a.npy", data)
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default()}, Backend: medium.Memory, NoSync: true}); err == nil {
+		t.Fatal("an SSD store opened as a memory store")
+	}
+	ds = open(t, dir, "")
+	defer ds.Close()
+	if got := load(t, ds.Store, "a.npy"); !bytes.Equal(got, data) {
+		t.Fatal("reopened store reads back different bytes")
+	}
+}
+
+// TestUnknownBackend is refused with the name in the error.
+func TestUnknownBackend(t *testing.T) {
+	_, err := Open(t.TempDir(), Options{Options: chain.Options{Policy: policy.Default()}, Backend: "tape", NoSync: true})
+	if err == nil || !strings.Contains(err.Error(), `"tape"`) {
+		t.Fatalf("backend tape: %v", err)
+	}
+}
+
+// TestLocked: a store held by another opener is refused with meta.ErrLocked.
+func TestLocked(t *testing.T) {
+	dir := t.TempDir()
+	ds := open(t, dir, "")
+	defer ds.Close()
+	_, err := medium.Open(dir, medium.Options{})
+	if !errors.Is(err, meta.ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
