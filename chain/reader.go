@@ -34,6 +34,7 @@ type Reader struct {
 	crcOff  int64
 	lastEnd int64
 	ra      readAheadState
+	noTier  bool // SkipTier
 }
 
 // OpenVersion opens a committed version for reading.
@@ -55,6 +56,12 @@ func (s *Store) OpenVersion(id meta.VersionID) (*Reader, error) {
 	}
 	return r, nil
 }
+
+// SkipTier makes the reader rebuild every chunk from the backend, even
+// one whose plain bytes the reference tier holds: a read-back that verifies
+// (and times) what the medium keeps, not the memory of the save just made
+// (replay's restore).
+func (r *Reader) SkipTier() { r.noTier = true }
 
 // Size is the version's length in bytes.
 func (r *Reader) Size() int64 { return r.size }
@@ -82,10 +89,12 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		// The newest version of a family is usually in the reference
 		// tier, whole: reading back a checkpoint just saved rebuilds
 		// nothing.
-		if k, ok := r.s.refs.CopyAt(plaincache.Key{V: r.id, Off: c.Offset}, p[n:], off-c.Offset); ok {
-			n += k
-			off += int64(k)
-			continue
+		if !r.noTier {
+			if k, ok := r.s.refs.CopyAt(plaincache.Key{V: r.id, Off: c.Offset}, p[n:], off-c.Offset); ok {
+				n += k
+				off += int64(k)
+				continue
+			}
 		}
 		plain, err := r.s.chunkPlain(r.id, c.Offset)
 		if err != nil {

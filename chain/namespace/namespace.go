@@ -239,6 +239,9 @@ func (ns *Namespace) Link(ino, newParent meta.Ino, newName string) (*meta.Inode,
 		if IsDir(n) {
 			return errno("link", syscall.EPERM)
 		}
+		if err := tx.mustBeDir(newParent, "link "+newName); err != nil {
+			return err
+		}
 		if _, err := tx.mtx.Lookup(newParent, newName); err == nil {
 			return errno("link "+newName, syscall.EEXIST)
 		}
@@ -335,6 +338,19 @@ func (ns *Namespace) Forget(ino meta.Ino) error {
 	})
 }
 
+// mustBeDir fails with ENOTDIR unless ino is a directory (ENOENT if it is
+// missing): an entry must never be made in a file.
+func (tx *txn) mustBeDir(ino meta.Ino, op string) error {
+	n, err := tx.mtx.Inode(ino)
+	if err != nil {
+		return err
+	}
+	if !IsDir(n) {
+		return errno(op, syscall.ENOTDIR)
+	}
+	return nil
+}
+
 func (tx *txn) touchDir(ino meta.Ino) error {
 	p, err := tx.mtx.Inode(ino)
 	if err != nil {
@@ -421,6 +437,9 @@ func (ns *Namespace) Rename(oldParent meta.Ino, oldName string, newParent meta.I
 		if err != nil {
 			return err
 		}
+		if err := tx.mustBeDir(newParent, op); err != nil {
+			return err
+		}
 		if IsDir(src) && newParent != oldParent {
 			if inside, err := tx.isAncestor(srcIno, newParent); err != nil || inside {
 				if err == nil {
@@ -441,6 +460,22 @@ func (ns *Namespace) Rename(oldParent meta.Ino, oldName string, newParent meta.I
 		case flags&RenameExchange != 0:
 			if !exists {
 				return errno(op, syscall.ENOENT)
+			}
+			// The target moves too: a directory must not land in
+			// its own subtree either.
+			if newParent != oldParent {
+				dst, err := tx.mtx.Inode(dstIno)
+				if err != nil {
+					return err
+				}
+				if IsDir(dst) {
+					if inside, err := tx.isAncestor(dstIno, oldParent); err != nil || inside {
+						if err == nil {
+							err = errno(op, syscall.EINVAL)
+						}
+						return err
+					}
+				}
 			}
 			return tx.exchange(oldParent, oldName, srcIno, newParent, newName, dstIno)
 		case exists && flags&RenameNoReplace != 0:

@@ -249,6 +249,7 @@ func compareWith(ds *storedir.Store, ino meta.Ino, f *os.File, progress func(int
 	if err != nil {
 		return err
 	}
+	r.SkipTier()
 	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
 	for off := int64(0); off < r.Size(); {
 		k := min(int64(len(a)), r.Size()-off)
