@@ -36,7 +36,7 @@ func cpuRate(n int, f func()) float64 {
 //	CKPTFS_REPORT=1 go test -run TestReportComponents -v ./encode/
 func TestReportComponents(t *testing.T) {
 	if os.Getenv("CKPTFS_REPORT") != "1" {
-		t.Skip("set CKPTFS_REPORT=1")
+		t.Skip("SKIPPED: a report (component speeds for docs/CODECS.md) that times every coder for a while: set CKPTFS_REPORT=1 to run it (make report)")
 	}
 	s := loadSeries(t, "adam", "fp32", Float32)
 	bf := loadSeries(t, "bf16", "bf16", BFloat16)

@@ -5,22 +5,37 @@ import (
 	"compress/gzip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // realFloatFile returns the float32 arrays of a real training checkpoint:
-// the series' first adam checkpoint, else the committed PyTorch fixture of
-// the writer tests, else the test is skipped.
+// the series' first adam checkpoint, else the PyTorch fixture of the writer
+// tests (shared/fixtures/writers, beside the repository root, as the chain
+// package's trace tests find it), else the test is skipped.
 func realFloatFile(tb testing.TB) []byte {
 	tb.Helper()
-	names, _ := filepath.Glob(filepath.Join(seriesDir(), "adam", "ckpt-*.fp32.raw"))
-	names = append(names, "/work/shared/fixtures/writers/torch/ckpt_0010.pt")
+	var names, looked []string
+	if dir := seriesDir(); dir != "" {
+		pattern := filepath.Join(dir, "adam", "ckpt-*.fp32.raw")
+		looked = append(looked, pattern)
+		names, _ = filepath.Glob(pattern)
+	}
+	if root := moduleRoot(); root != "" {
+		fixture := filepath.Join(root, "..", "shared", "fixtures", "writers", "torch", "ckpt_0010.pt")
+		looked = append(looked, fixture)
+		names = append(names, fixture)
+	}
 	for _, name := range names {
 		if b, err := os.ReadFile(name); err == nil {
 			return b
 		}
 	}
-	tb.Skip("SKIPPED: no real checkpoint: run make series")
+	where := "CKPTFS_SERIES is unset and no go.mod is above the working directory"
+	if len(looked) > 0 {
+		where = "looked for " + strings.Join(looked, " and ")
+	}
+	tb.Skipf("SKIPPED: no real checkpoint to compare the gzip levels on (%s): run make series, or set CKPTFS_SERIES=DIR", where)
 	return nil
 }
 

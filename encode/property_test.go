@@ -167,7 +167,7 @@ func TestCorruption(t *testing.T) {
 // Long chunks: 16 MiB and an odd length, every codec, baseline and delta.
 func TestLargeChunks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("large chunks skipped in -short")
+		t.Skip("SKIPPED in -short: codes 16 MiB chunks with every codec (slow); run without -short")
 	}
 	rng := rand.New(rand.NewPCG(17, 18))
 	cd := NewCoder()

@@ -10,19 +10,16 @@ import (
 // The real training series (see integration/py/train_series.py): ten
 // consecutive checkpoints of three trainings, as raw little-endian arrays.
 
-// seriesDir finds the series: $CKPTFS_SERIES, else .cache/series beside the
-// module's go.mod.
-func seriesDir() string {
-	if d := os.Getenv("CKPTFS_SERIES"); d != "" {
-		return d
-	}
+// moduleRoot is the directory of the module's go.mod, found from the
+// working directory up ("" when there is none).
+func moduleRoot() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return ""
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, ".cache", "series")
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -30,6 +27,18 @@ func seriesDir() string {
 		}
 		dir = parent
 	}
+}
+
+// seriesDir finds the series: $CKPTFS_SERIES, else .cache/series beside the
+// module's go.mod ("" when neither is known).
+func seriesDir() string {
+	if d := os.Getenv("CKPTFS_SERIES"); d != "" {
+		return d
+	}
+	if root := moduleRoot(); root != "" {
+		return filepath.Join(root, ".cache", "series")
+	}
+	return ""
 }
 
 // seriesSet is one data set of the report: checkpoints of one training in
@@ -44,13 +53,17 @@ type seriesSet struct {
 // the series has not been generated.
 func loadSeries(tb testing.TB, set, suffix string, dt DType) seriesSet {
 	tb.Helper()
-	dir := filepath.Join(seriesDir(), set)
+	root := seriesDir()
+	if root == "" {
+		tb.Skip("SKIPPED: the training series is not found: no go.mod above the working directory and CKPTFS_SERIES unset; set CKPTFS_SERIES=DIR (make series writes .cache/series)")
+	}
+	dir := filepath.Join(root, set)
 	if _, err := os.Stat(filepath.Join(dir, ".done")); err != nil {
-		tb.Skipf("SKIPPED: no training series in %s: run make series (or set CKPTFS_SERIES)", dir)
+		tb.Skipf("SKIPPED: no training series in %s (the test codes real training checkpoints): run make series, or set CKPTFS_SERIES=DIR", dir)
 	}
 	names, err := filepath.Glob(filepath.Join(dir, "ckpt-*."+suffix+".raw"))
 	if err != nil || len(names) < 2 {
-		tb.Skipf("SKIPPED: fewer than 2 %s checkpoints in %s: run make series", suffix, dir)
+		tb.Skipf("SKIPPED: fewer than 2 %s checkpoints in %s, a delta needs two: remove %s and run make series", suffix, dir, dir)
 	}
 	sort.Strings(names)
 	s := seriesSet{Name: set + "/" + suffix, DType: dt}
@@ -66,6 +79,7 @@ func loadSeries(tb testing.TB, set, suffix string, dt DType) seriesSet {
 
 // benchSets are the data sets of the acceptance table.
 func benchSets(tb testing.TB) []seriesSet {
+	tb.Helper()
 	return []seriesSet{
 		loadSeries(tb, "adam", "fp32", Float32),
 		loadSeries(tb, "sgd", "fp32", Float32),
@@ -104,4 +118,13 @@ func (s seriesSet) basePairs() []chunkPair {
 		out = append(out, chunkPair{f[off:min(off+cb, len(f))], nil})
 	}
 	return out
+}
+
+// skipShortSeries skips, under -short, a test that codes the whole series
+// several times over.
+func skipShortSeries(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("SKIPPED in -short: codes the whole training series several times over; run without -short")
+	}
 }
