@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/ckptfs/ckptfs/chain"
 )
 
 const reportOutput = `=== RUN   TestReportRatios
@@ -124,7 +128,10 @@ func TestSave1GDoc(t *testing.T) {
 	s := &Save1G{Command: "python bench_save1g.py", CheckpointBytes: 1 << 30, PauseSeconds: 6,
 		Targets:    map[string]*Save1GTarget{"passthrough": tg(1.07), "daemon-written": tg(1.3), "loopback-passthrough": tg(0.98), "plain": tg(1)},
 		StoreRatio: map[string]float64{"passthrough": 0.7, "daemon-written": 0.71}, DaemonHWM: map[string]int64{}}
-	doc := renderDoc(&Results{Save1G: s})
+	doc, err := renderDoc(&Results{Save1G: s})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"## 10. torch.save of 1 GiB", "| passthrough | 1.07 |", "| daemon-written | 1.30 |",
 		"| loopback-passthrough | 0.98 |", "**1.07×** with passthrough", "torch.save of 1024 MiB"} {
 		if !strings.Contains(doc, want) {
@@ -133,5 +140,175 @@ func TestSave1GDoc(t *testing.T) {
 	}
 	if strings.Contains(doc, "Each save right after") {
 		t.Error("a table for the no-pause run that did not happen")
+	}
+}
+
+// committedResults reads docs/benchmarks.json.
+func committedResults(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/benchmarks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRenderCommittedDoc: docs/BENCHMARKS.md is what the template makes of
+// docs/benchmarks.json, byte for byte, so that neither drifts from the
+// other. After editing BENCHMARKS.md.tmpl: go run ./integration/benchrun render docs
+func TestRenderCommittedDoc(t *testing.T) {
+	var r Results
+	if err := json.Unmarshal(committedResults(t), &r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := renderDoc(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("../../docs/BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == string(want) {
+		return
+	}
+	g, w := strings.SplitAfter(got, "\n"), strings.SplitAfter(string(want), "\n")
+	for i := 0; i < max(len(g), len(w)); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			t.Fatalf("docs/BENCHMARKS.md differs from the render of docs/benchmarks.json (run `go run ./integration/benchrun render docs`); line %d:\nrendered:  %q\ncommitted: %q", i+1, gl, wl)
+		}
+	}
+}
+
+// A template that names a field or a map key the results lack fails the
+// render instead of writing "<no value>" into the document.
+func TestDocTemplateErrors(t *testing.T) {
+	r := &Results{Commit: "abc", TorchIO: &TorchIO{Ops: map[string]*ABTimes{"save": {Ratio: 1}}}}
+	for _, text := range []string{
+		`{{define "BENCHMARKS.md"}}commit {{.Commit}}, {{.NoSuchField}}{{end}}`,
+		`{{define "BENCHMARKS.md"}}{{f2 .TorchIO.Ops.save.Ratio}} {{f2 .TorchIO.Ops.no_such_op.Ratio}}{{end}}`,
+		`{{define "BENCHMARKS.md"}}{{.TorchIO.Ops.no_such_op}}{{end}}`,
+		`{{define "BENCHMARKS.md"}}{{.Codec.Rows}}{{end}}`, // a section absent from the results
+		`{{define "BENCHMARKS.md"}}{{perGiB .Scale.Sizes "no_such_figure"}}{{end}}`,
+	} {
+		tm, err := newDocTemplate(text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if doc, err := executeDoc(tm, r); err == nil {
+			t.Errorf("%s rendered %q, want an error", text, doc)
+		}
+	}
+	if _, err := newDocTemplate(`{{define "BENCHMARKS.md"}}{{noSuchFunc 1}}{{end}}`); err == nil {
+		t.Error("a template calling an unknown function parsed")
+	}
+	// The real template, on a section that lacks a figure it must show.
+	var full Results
+	if err := json.Unmarshal(committedResults(t), &full); err != nil {
+		t.Fatal(err)
+	}
+	delete(full.Save1G.Targets, "daemon-written")
+	delete(full.TorchIO.Ops, "load")
+	if doc, err := renderDoc(&full); err == nil {
+		t.Errorf("results without save_1g's daemon-written and torch_io's load rendered:\n%s", doc)
+	}
+}
+
+// TestRenderPartial renders results with only some sections, as a run with
+// --only leaves them when no earlier benchmarks.json had the others: the
+// sections present are shown, the absent ones leave no heading, headline
+// or prose behind.
+func TestRenderPartial(t *testing.T) {
+	// Each section's heading and its headline bullet.
+	marks := map[string][]string{
+		"replay":        {"## 1. Write volume", "## 2. Useful storage", "- **Write volume**", "- **Erases**"},
+		"codec":         {"## 3. Codec throughput", "- **Codec**"},
+		"torch_io":      {"## 4. Mount throughput", "A real training (a bag-of-words", "- **Mount**"},
+		"sequential_io": {"## 4. Mount throughput", "**Sequential I/O.**", "- **Sequential I/O**"},
+		"training":      {"## 5. Training slowdown", "- **Training slowdown**"},
+		"scale":         {"## 6. Scale", "- **Scale**"},
+		"peers":         {"## 7. Side by side", "- **Against ZipNN and zstd**"},
+		"reads":         {"## 8. Reads", "- **Cold reads**"},
+		"save_stall":    {"## 9. Saves that do not stall", "- **Saves that do not stall**"},
+		"save_1g":       {"## 10. torch.save of 1 GiB", "- **torch.save of"},
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(committedResults(t), &all); err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range [][]string{{"codec", "save_1g"}, {"sequential_io", "reads"}, {"save_stall"}, {"torch_io", "save_stall"}, {}} {
+		part := map[string]json.RawMessage{}
+		for k, v := range all {
+			if _, section := marks[k]; !section {
+				part[k] = v
+			}
+		}
+		for _, k := range keep {
+			part[k] = all[k]
+		}
+		part["full_run"] = json.RawMessage("false")
+		b, err := json.Marshal(part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Results
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := renderDoc(&r)
+		if err != nil {
+			t.Errorf("%v: %v", keep, err)
+			continue
+		}
+		want := []string{"# Benchmarks", "## Headline figures", "This file was last written by a partial run (`--only`)"}
+		for _, k := range keep {
+			want = append(want, marks[k]...)
+		}
+		for _, w := range want {
+			if !strings.Contains(doc, w) {
+				t.Errorf("%v: doc lacks %q", keep, w)
+			}
+		}
+		for k, ms := range marks {
+			for _, m := range ms {
+				if !strings.Contains(strings.Join(want, "\n"), m) && strings.Contains(doc, m) {
+					t.Errorf("%v: doc has %q of the absent section %s", keep, m, k)
+				}
+			}
+		}
+		if strings.Contains(doc, "<no value>") {
+			t.Errorf("%v: doc has <no value>", keep)
+		}
+		if strings.Contains(doc, "## 4.") != (strings.Contains(doc, "**Sequential I/O.**") || strings.Contains(doc, "A real training (a bag")) {
+			t.Errorf("%v: section 4's heading without its figures, or the reverse", keep)
+		}
+	}
+	// Nothing measured at all: the frame of the document, no section.
+	doc, err := renderDoc(&Results{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(doc, "## 1") || !strings.HasSuffix(doc, "## Headline figures\n\n\n") {
+		t.Errorf("empty results rendered:\n%s", doc)
+	}
+}
+
+// The reference tier the document states is the measured machine's, from
+// its memory in the results; autoCacheBytes must stay chain's formula.
+func TestAutoCacheBytes(t *testing.T) {
+	if got, want := autoCacheBytes(chain.PhysicalMemory()), chain.AutoCacheBytes(); got != want {
+		t.Errorf("autoCacheBytes(PhysicalMemory) = %d, chain.AutoCacheBytes() = %d", got, want)
+	}
+	for _, mem := range []int64{1 << 30, 24 << 30, 1 << 40} {
+		if got := refTierMiB(mem); got != autoCacheBytes(mem)/8*7>>20 {
+			t.Errorf("refTierMiB(%d) = %d", mem, got)
+		}
 	}
 }

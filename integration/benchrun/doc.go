@@ -1,87 +1,110 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
-	"slices"
 	"strings"
+	"text/template"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/encode"
 )
 
+// docTemplateText is the prose of docs/BENCHMARKS.md: a text/template
+// filled from the Results. The Go side below only formats numbers,
+// computes derived figures and gathers tables' rows.
+//
+//go:embed BENCHMARKS.md.tmpl
+var docTemplateText string
+
+// docTemplate is parsed once; renderDoc executes a clone of it.
+var docTemplate = template.Must(newDocTemplate(docTemplateText))
+
+// newDocTemplate parses a document template. A key missing from a map or
+// a field missing from a struct is an error when it executes, not
+// "<no value>" in the document.
+func newDocTemplate(text string) (*template.Template, error) {
+	return template.New("BENCHMARKS.md.tmpl").Option("missingkey=error").Funcs(docFuncs(&Results{})).Parse(text)
+}
+
 // renderDoc writes docs/BENCHMARKS.md from the results: headline figures
-// first, then one part per section, each naming the command behind it.
-func renderDoc(r *Results) string {
-	var w docWriter
-	w.line("# Benchmarks")
-	w.line("")
-	w.line("Written by `make bench` (`go run ./integration/benchrun --bin bin/ckptfs --out docs`), which also writes")
-	w.line("[benchmarks.json](benchmarks.json) (every figure below, the samples behind each median, and the")
-	w.line("command that produced it) and the charts in [img/](img/). Do not edit by hand: rerun `make bench`.")
-	w.line("")
-	m := r.Machine
-	w.f("Measured at commit `%s` on %s. **Machine**: %d cores (%s), %.0f GiB memory, Linux %s, %s, torch %s; scratch files and stores on `%s`.\n",
-		r.Commit, r.Generated, m.NProc, m.CPU, float64(m.MemTotal)/(1<<30), m.Kernel, m.Go, m.Torch, m.Disk)
-	w.f("The machine is **shared with other agents** (builds, tests, fuzzing): the 1-minute load average was %.1f when the run started and %.1f when it ended, on %d cores, so wall-clock figures are noisy. ",
-		m.LoadAvgStart, m.LoadAvgEnd, m.NProc)
-	w.line("Every ratio below is measured side by side in one run, alternating the two sides (A/B, the order swapped each")
-	w.line("repetition), and timed figures are medians of 5 repetitions; the samples are in benchmarks.json. The write volume")
-	w.line("and erase figures count pages on a simulated SSD and are exact and repeatable.")
-	if m.WarmedMiB > 0 {
-		w.f("Before anything was timed, %d MiB of free memory were written once (%.1f s): on a virtual machine the first write to\n", m.WarmedMiB, m.WarmSeconds)
-		w.line("memory costs about 2.3 ms per MiB, which no side of a comparison should pay (warm.go). Writes still swing between runs: the guest")
-		w.line("hands memory it frees back to the host after about 2 s (free page reporting), and the next write to it pays that cost again, so a")
-		w.line("save right after a delete is fast and one after a pause is not (section 10 shows both). Compare the samples, not only the median ratio.")
-	}
-	w.line("")
-	if r.FullRun {
-		w.f("**`make bench` took %.1f minutes** for the run that wrote this file (sections: %s).\n\n", r.RunSeconds/60, sectionTimes(r))
-	} else {
-		w.f("This file was last written by a partial run (`--only`); section times: %s.\n\n", sectionTimes(r))
-	}
-	headline(&w, r)
-	if r.Replay != nil {
-		replayDoc(&w, r.Replay)
-	}
-	if r.Codec != nil {
-		codecDoc(&w, r.Codec)
-	}
-	if r.TorchIO != nil || r.SeqIO != nil {
-		mountDoc(&w, r)
-	}
-	if r.Training != nil {
-		trainingDoc(&w, r.Training)
-	}
-	if r.Scale != nil {
-		scaleDoc(&w, r.Scale)
-	}
-	if r.Peers != nil {
-		peersDoc(&w, r.Peers)
-	}
-	if r.Reads != nil {
-		readsDoc(&w, r.Reads)
-	}
-	if r.SaveStall != nil {
-		saveStallDoc(&w, r.SaveStall, r.TorchIO)
-	}
-	if r.Save1G != nil {
-		save1gDoc(&w, r.Save1G)
-	}
-	return w.String()
+// first, then one part per section present in r, each naming the command
+// behind it.
+func renderDoc(r *Results) (string, error) {
+	return executeDoc(docTemplate, r)
 }
 
-type docWriter struct{ strings.Builder }
-
-func (w *docWriter) line(s string)             { w.WriteString(s + "\n") }
-func (w *docWriter) f(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-func (w *docWriter) row(cells ...string)       { w.line("| " + strings.Join(cells, " | ") + " |") }
-func (w *docWriter) cmd(s string)              { w.f("Command: `%s`\n\n", s) }
-func (w *docWriter) header(cells ...string) {
-	w.row(cells...)
-	w.row(slices.Repeat([]string{"---"}, len(cells))...)
+// executeDoc runs t's "BENCHMARKS.md" template on r.
+func executeDoc(t *template.Template, r *Results) (string, error) {
+	t, err := t.Clone()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := t.Funcs(docFuncs(r)).ExecuteTemplate(&b, "BENCHMARKS.md", r); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
+
+// docFuncs are the template's functions; refTierMiB is r's machine's.
+func docFuncs(r *Results) template.FuncMap {
+	return template.FuncMap{
+		// Numbers as text.
+		"f0":          func(x float64) string { return fmt.Sprintf("%.0f", x) },
+		"f1":          func(x float64) string { return fmt.Sprintf("%.1f", x) },
+		"f2":          f2,
+		"f3":          f3,
+		"f4":          func(x float64) string { return fmt.Sprintf("%.4f", x) },
+		"pct":         pct,
+		"mibs":        mibs,
+		"secs":        secs,
+		"joinF":       joinF,
+		"ratioOrDash": ratioOrDash,
+		"oneLine":     func(s string) string { return strings.Join(strings.Fields(s), " ") },
+		"seriesName":  seriesName,
+		// Arithmetic.
+		"div":    func(a, b float64) float64 { return a / b },
+		"sub":    func(a, b float64) float64 { return a - b },
+		"mul":    func(a, b int64) int64 { return a * b },
+		"inc":    func(n int) int { return n + 1 },
+		"gib":    func(n int64) float64 { return float64(n) / (1 << 30) },
+		"mega":   func(n int64) float64 { return float64(n) / 1e6 },
+		"frac":   func(n, d int64) float64 { return float64(n) / float64(d) },
+		"median": median,
+		// The runs' settings.
+		"trainWidth":      func() int { return trainWidth },
+		"trainSteps":      func() int { return trainSteps },
+		"trainEvery":      func() int { return trainEvery },
+		"trainerEvery":    func() int { return trainerEvery },
+		"trainerSaves":    func() int { return trainerSaves },
+		"depthSaves":      func() int { return depthSaves },
+		"readGoal":        func() float64 { return readGoal },
+		"scaleMountFlags": func() string { return strings.Join(scaleMountFlags, " ") },
+		"save1gTargets":   func() []string { return save1gTargets },
+		"figSeries":       func() []string { return append(append([]string{}, seriesSets...), "adam-stream") },
+		"refTierMiB":      func() int64 { return refTierMiB(r.Machine.MemTotal) },
+		// Tables' rows and derived figures.
+		"list":                func(s ...string) []string { return s },
+		"named":               func(name string, v any) namedRow { return namedRow{name, v} },
+		"writeVolumeHeadline": writeVolumeHeadline,
+		"compareTable":        compareTable,
+		"table9":              table9,
+		"lastSize":            func(rows []ScaleRow) ScaleRow { return rows[len(rows)-1] },
+		"sizesList":           sizesList,
+		"perGiB":              perGiB,
+		"vsZipNN":             vsZipNN,
+		"rate":                rate,
+		"zipnnPairs":          zipnnPairs,
+		"peerHeadline":        peerHeadline,
+		"readsMet":            readsMet,
+	}
+}
+
 func pct(x float64) string     { return fmt.Sprintf("%.1f%%", 100*x) }
 func f2(x float64) string      { return fmt.Sprintf("%.2f", x) }
 func f3(x float64) string      { return fmt.Sprintf("%.3f", x) }
 func mibs(n int64) string      { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
-func mb(n int64) string        { return fmt.Sprintf("%.1f", float64(n)/1e6) }
 func secs(xs []float64) string { return joinF(xs, "%.2f") }
 func joinF(xs []float64, format string) string {
 	s := make([]string, len(xs))
@@ -91,19 +114,48 @@ func joinF(xs []float64, format string) string {
 	return strings.Join(s, ", ")
 }
 
-func sectionTimes(r *Results) string {
-	var s []string
-	for _, st := range r.Sections {
-		s = append(s, fmt.Sprintf("%s %.0f s", st.Name, st.Seconds))
-	}
-	return strings.Join(s, ", ")
-}
-
 func ratioOrDash(p *float64) string {
 	if p == nil {
 		return "-"
 	}
 	return f3(*p)
+}
+
+func seriesName(set string) string {
+	switch set {
+	case "adam":
+		return "fp32 + Adam"
+	case "sgd":
+		return "fp32 + SGD momentum"
+	case "bf16":
+		return "bf16 weights (AdamW)"
+	case "adam-stream":
+		return "fp32 + Adam, streaming data (harsh)"
+	}
+	return set
+}
+
+// refTierMiB is the daemon's reference tier by default (7/8 of
+// chain.AutoCacheBytes) on the machine that was measured, whose memory is
+// memTotal; on this machine where that is unknown.
+func refTierMiB(memTotal int64) int64 {
+	cache := chain.AutoCacheBytes()
+	if memTotal > 0 {
+		cache = autoCacheBytes(memTotal)
+	}
+	return cache / 8 * 7 >> 20
+}
+
+// autoCacheBytes is chain.AutoCacheBytes on a machine with mem bytes of
+// memory (TestAutoCacheBytes keeps the two together).
+func autoCacheBytes(mem int64) int64 {
+	return min(max(mem/8, chain.DefaultCacheBytes), 8<<30)
+}
+
+// namedRow is a table row's label and its figures.
+type namedRow struct {
+	Name string
+	V    any
 }
 
 func (s *ReplaySection) run(series, snapDis string) *CompareRun {
@@ -127,6 +179,12 @@ func (c *CompareRun) method(name string) *MethodResult {
 	return nil
 }
 
+// Result is a method's figures in the compare run of a series at a
+// snap_dis, or nil.
+func (s *ReplaySection) Result(series, snapDis, method string) *MethodResult {
+	return s.run(series, snapDis).method(method)
+}
+
 // best is the snap_dis at which a method of a series wrote least.
 func (s *ReplaySection) best(series, method string) (string, *MethodResult) {
 	var bestSD string
@@ -139,114 +197,206 @@ func (s *ReplaySection) best(series, method string) (string, *MethodResult) {
 	return bestSD, best
 }
 
-func headline(w *docWriter, r *Results) {
-	w.line("## Headline figures")
-	w.line("")
-	if s := r.Replay; s != nil {
-		w.f("- **Write volume** (real PyTorch series, preconditioned simulated SSD, the paper's Fig. 9): ckptfs's `planes` codec with the progressive scheme writes ")
-		var parts []string
-		for _, set := range seriesSets {
-			sd, m := s.best(set, "planes_pr")
-			_, dyn := s.best(set, "DynRLE_pr")
-			if m == nil || dyn == nil {
-				continue
-			}
-			parts = append(parts, fmt.Sprintf("**%s** of what a plain filesystem writes on %s (snap_dis %s; the paper's DynRLE_pr, run here: %s)",
-				f3(m.WrittenVolumeRatio), seriesName(set), sd, f3(dyn.WrittenVolumeRatio)))
-		}
-		w.f("%s. The paper's best was 0.69.\n", strings.Join(parts, "; "))
-		if m := s.run("adam", "5").method("planes_pr"); m != nil {
-			w.f("- **Erases** (Fig. 10, %s device): planes_pr on fp32+Adam at snap_dis 5 erased %d blocks where the plain filesystem erased %d (erase_ratio %s).\n",
-				s.DeviceSize, m.DeviceErases, m.ShadowErases, ratioOrDash(m.EraseRatio))
-		}
-	}
-	if c := r.Codec; c != nil {
-		for _, row := range c.Rows {
-			if row.Codec == "planes" && row.Data == "adam/fp32" && row.Kind == "delta" {
-				w.f("- **Codec** (planes, fp32+Adam deltas, one core): encodes %.0f MB/s, decodes %.0f MB/s", row.EncMBs, row.DecMBs)
-			}
-		}
-		for _, p := range c.Pipeline {
-			if p.Op == "enc" && p.Workers == r.Machine.NProc {
-				w.f("; the encoding pipeline with %d workers: %.0f MB/s wall clock", p.Workers, p.MedianMBs)
-			}
-		}
-		w.line(".")
-	}
-	if t := r.TorchIO; t != nil {
-		w.f("- **Mount** (%s real checkpoint, mount ÷ plain directory, medians of %d): torch.save %s×, torch.load %s×, cp in %s×, cp out %s×.",
-			mibs(t.CheckpointBytes), len(t.Ops["save"].Mount), f2(t.Ops["save"].Ratio), f2(t.Ops["load"].Ratio), f2(t.Ops["cp_in"].Ratio), f2(t.Ops["cp_out"].Ratio))
-		if l := t.Ops["save_loopback"]; l != nil {
-			w.f(" torch.save into a go-fuse loopback that forwards writes through its daemon: %s× plain; ckptfs ÷ that loopback %s×.", f2(l.Ratio), f2(t.Ops["save"].MountMed/l.MountMed))
-		}
-		if m, l := t.Ops["save_rotated"], t.Ops["save_rotated_loopback"]; m != nil && l != nil {
-			w.f(" Saves that delete the previous checkpoint first (the plain directory then reuses the memory it freed): ckptfs %s s, the loopback %s s, plain %s s (ckptfs %s× plain).",
-				f2(m.MountMed), f2(l.MountMed), f2(m.PlainMed), f2(m.Ratio))
-		}
-		w.line("")
-	}
-	if s := r.SaveStall; s != nil {
-		w.f("- **Saves that do not stall** (Hugging Face Trainer, the demo's GPT-2, a save every %d steps): training wall time into the mount ÷ plain directory %s",
-			trainerEvery, f3(s.Ratio))
-		if len(s.Loopback) > 0 {
-			w.f(" (into a go-fuse passthrough loopback: %s)", f3(s.LoopbackRatio))
-		}
-		w.f("; %s of the daemon's CPU in the Go runtime.\n", pct(s.GCShare))
-	}
-	if s := r.Save1G; s != nil {
-		pt, dw, lb := s.Targets["passthrough"], s.Targets["daemon-written"], s.Targets["loopback-passthrough"]
-		w.f("- **torch.save of %s** (section 10, ÷ plain directory, medians): passthrough mount %s× (until durable %s×), daemon-written mount %s× (%s×), the passthrough go-fuse loopback %s× (%s×).\n",
-			mibs(s.CheckpointBytes), f2(pt.SaveRatio), f2(pt.DurableRatio), f2(dw.SaveRatio), f2(dw.DurableRatio), f2(lb.SaveRatio), f2(lb.DurableRatio))
-	}
-	if q := r.SeqIO; q != nil {
-		c, l, p := q.Targets["ckptfs"], q.Targets["loopback"], q.Targets["plain"]
-		w.f("- **Sequential I/O** (%s file, MB/s): write %.0f through ckptfs, %.0f through a go-fuse loopback that forwards through its daemon, %.0f plain; cold read %.0f, %.0f, %.0f.",
-			mibs(q.FileBytes), c.WriteMBs, l.WriteMBs, p.WriteMBs, c.ReadMBs, l.ReadMBs, p.ReadMBs)
-		if pt := q.Targets["passthrough"]; pt != nil {
-			w.f(" The loopback with FUSE passthrough (the kernel serves reads and writes itself): write %.0f, read %.0f.", pt.WriteMBs, pt.ReadMBs)
-		}
-		w.line("")
-	}
-	if r.Reads != nil && r.Reads.Ops["cp_out"] != nil {
-		readsHeadline(w, r.Reads)
-	}
-	if t := r.Training; t != nil {
-		w.f("- **Training slowdown**: a real training checkpointing %s every %d steps took %s longer into the mount than into a plain directory (medians %.1f s against %.1f s; %.2f s more per checkpoint).\n",
-			mibs(t.CheckpointBytes), trainEvery, pct(t.Slowdown), t.MountMed, t.PlainMed, t.PerCheckpoint)
-	}
-	if s := r.Scale; s != nil && len(s.Sizes) > 0 {
-		big := s.Sizes[len(s.Sizes)-1]
-		w.f("- **Scale**: a %s checkpoint is ingested at %.0f MB/s (baseline) and %.0f MB/s (delta), read at %.0f MB/s; the daemon's peak RSS was %s (issue 6 bound %s: %s).",
-			mibs(big.Bytes), big.BaseMBs, big.DeltaMBs, big.ReadMBs, mibs(big.DaemonHWM), mibs(s.Limits.DaemonMaxRSS), verdict(big.DaemonHWM <= s.Limits.DaemonMaxRSS))
-		if s.Replay != nil {
-			w.f(" `ckptfs replay` of two %s checkpoints peaked at up to %s (issue 5 bound %s: %s).",
-				mibs(s.Replay.FileBytes), mibs(s.Replay.MaxRSS), mibs(s.Limits.ReplayMaxRSS), verdict(s.Replay.MaxRSS < s.Limits.ReplayMaxRSS))
-		}
-		w.line("")
-	}
-	if r.Peers != nil {
-		peersHeadline(w, r.Peers)
-	}
-	w.line("")
+// volumeFigure is a series' least write volume with planes_pr, and
+// DynRLE_pr's.
+type volumeFigure struct {
+	Series, SnapDis string
+	Planes, DynRLE  float64
 }
 
-func verdict(ok bool) string {
-	if ok {
-		return "met"
+func writeVolumeHeadline(s *ReplaySection) []volumeFigure {
+	var v []volumeFigure
+	for _, set := range seriesSets {
+		sd, m := s.best(set, "planes_pr")
+		_, dyn := s.best(set, "DynRLE_pr")
+		if m == nil || dyn == nil {
+			continue
+		}
+		v = append(v, volumeFigure{set, sd, m.WrittenVolumeRatio, dyn.WrittenVolumeRatio})
 	}
-	return "**not met**"
+	return v
 }
 
-func seriesName(set string) string {
-	switch set {
-	case "adam":
-		return "fp32 + Adam"
-	case "sgd":
-		return "fp32 + SGD momentum"
-	case "bf16":
-		return "bf16 weights (AdamW)"
-	case "adam-stream":
-		return "fp32 + Adam, streaming data (harsh)"
+// compareView is one series' methods × snap_dis table: a row per method
+// of the first run, a cell per snap_dis run (nil where the method is not).
+type compareView struct {
+	Series                    string
+	Files                     int
+	ShadowBytes, ShadowErases int64
+	SnapDises                 []string
+	Rows                      []compareRow
+	Command                   string // with --snap-dis N
+}
+
+type compareRow struct {
+	Method string
+	Cells  []*MethodResult
+}
+
+// compareTable is nil where the series has no compare run.
+func compareTable(s *ReplaySection, set string) *compareView {
+	var runs []*CompareRun
+	v := &compareView{Series: set}
+	for _, sd := range snapDises {
+		if r := s.run(set, sd); r != nil {
+			runs = append(runs, r)
+			v.SnapDises = append(v.SnapDises, sd)
+		}
 	}
-	return set
+	if len(runs) == 0 {
+		return nil
+	}
+	v.Files, v.ShadowBytes, v.ShadowErases = runs[0].Files, runs[0].Methods[0].ShadowBytes, runs[0].Methods[0].ShadowErases
+	for _, m := range runs[0].Methods {
+		row := compareRow{Method: m.Method}
+		for _, r := range runs {
+			row.Cells = append(row.Cells, r.method(m.Method))
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	v.Command = strings.Replace(runs[0].Command, "--snap-dis "+runs[0].SnapDis, "--snap-dis N", 1)
+	return v
+}
+
+// table9View is one series of Table 9: the steps of planes and DynRLE
+// under both schemes, side by side.
+type table9View struct {
+	Series, Command string
+	Rows            []table9Row
+}
+
+type table9Row struct{ PR, CH, DPR, DCH StepResult }
+
+// table9 is nil where a run lacks one of the four methods.
+func table9(run CompareRun) *table9View {
+	pr, ch := run.method("planes_pr"), run.method("planes_ch")
+	dpr, dch := run.method("DynRLE_pr"), run.method("DynRLE_ch")
+	if pr == nil || ch == nil || dpr == nil || dch == nil {
+		return nil
+	}
+	v := &table9View{Series: run.Series, Command: run.Command}
+	for i, st := range pr.Steps {
+		v.Rows = append(v.Rows, table9Row{st, ch.Steps[i], dpr.Steps[i], dch.Steps[i]})
+	}
+	return v
+}
+
+func sizesList(rows []ScaleRow) string {
+	var s []string
+	for _, r := range rows {
+		s = append(s, mibs(r.Bytes))
+	}
+	return strings.Join(s, ", ")
+}
+
+// perGiB is the seconds per GiB of each size's baseline ingest, delta
+// ingest or read.
+func perGiB(rows []ScaleRow, which string) (string, error) {
+	var v []string
+	for _, r := range rows {
+		var s float64
+		switch which {
+		case "base":
+			s = r.BaseS
+		case "delta":
+			s = r.DeltaS
+		case "read":
+			s = r.ReadS
+		default:
+			return "", fmt.Errorf("perGiB %q: want base, delta or read", which)
+		}
+		v = append(v, fmt.Sprintf("%.1f", s/(float64(r.Bytes)/(1<<30))))
+	}
+	return strings.Join(v, ", "), nil
+}
+
+func zipnnBytes(p PeerSet, mode string) int64 {
+	for _, r := range p.ZipNN {
+		if r.Mode == mode && r.Threads == 1 {
+			return r.Compressed
+		}
+	}
+	return 0
+}
+
+// vsZipNN is n bytes against ZipNN's base, file by file ("-" without it).
+func vsZipNN(p PeerSet, n int64) string {
+	zbase := zipnnBytes(p, "base")
+	if zbase == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(float64(n)/float64(zbase)-1))
+}
+
+// rate is the set's plain bytes per sec seconds in MB/s ("-" if unmeasured).
+func rate(p PeerSet, sec float64) string {
+	if sec <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(p.PlainBytes)/sec/1e6)
+}
+
+// zipnnPair is ZipNN's run of a mode with one thread and with two.
+type zipnnPair struct {
+	Mode     string
+	One, Two *ZipNNRun
+}
+
+func zipnnPairs(p PeerSet) []zipnnPair {
+	var v []zipnnPair
+	for _, mode := range []string{"base", "delta"} {
+		var one, two *ZipNNRun
+		for i := range p.ZipNN {
+			if r := &p.ZipNN[i]; r.Mode == mode && r.Threads == 1 {
+				one = r
+			} else if r.Mode == mode && r.Threads == 2 {
+				two = r
+			}
+		}
+		if one != nil && two != nil {
+			v = append(v, zipnnPair{mode, one, two})
+		}
+	}
+	return v
+}
+
+// peerFigure is a series' store (the default codec at snap_dis 10)
+// against ZipNN file by file and zstd -19, as stored ÷ plain bytes; Diff
+// is the store against ZipNN in percent.
+type peerFigure struct {
+	Series                     string
+	Store, ZipNN, Diff, Zstd19 float64
+}
+
+func peerHeadline(s *PeerSection) []peerFigure {
+	var v []peerFigure
+	for i := range s.Sets {
+		p := &s.Sets[i]
+		zb := zipnnBytes(*p, "base")
+		var store *PeerReplay
+		for j := range p.Replay {
+			if r := &p.Replay[j]; r.Codec == encode.Scaled.String() && r.SnapDis == "10" {
+				store = r
+			}
+		}
+		if zb == 0 || store == nil || len(p.Zstd) < 2 {
+			continue
+		}
+		st, zn := float64(store.StoredBytes)/float64(store.LogicalBytes), float64(zb)/float64(p.PlainBytes)
+		v = append(v, peerFigure{p.Series, st, zn, 100 * (st/zn - 1), float64(p.Zstd[1].Compressed) / float64(p.PlainBytes)})
+	}
+	return v
+}
+
+// readGoal is issue 17's bound on a cold read out of the mount ÷ plain.
+const readGoal = 1.5
+
+// readsMet: every cold read of the headline met readGoal.
+func readsMet(r *Reads) bool {
+	for _, op := range []string{"load", "load_mmap", "safe_open", "cp_out"} {
+		if a := r.Ops[op]; a == nil || !(a.Ratio <= readGoal) {
+			return false
+		}
+	}
+	return true
 }

@@ -201,7 +201,11 @@ func (b *bench) writeOutputs() error {
 	if err := os.WriteFile(filepath.Join(b.out, "benchmarks.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(b.out, "BENCHMARKS.md"), []byte(renderDoc(b.res)), 0o644)
+	doc, err := renderDoc(b.res)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.out, "BENCHMARKS.md"), []byte(doc), 0o644)
 }
 
 func sectionNames() string {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/ckptfs/ckptfs/encode"
 )
@@ -257,4 +258,11 @@ func (b *bench) trainerSeries(sec *PeerSection) ([]string, string, error) {
 		return nil, "", fmt.Errorf("trainer series: no files in %s", dir)
 	}
 	return files, "DIR/*/checkpoint-*/* (in save order)", nil
+}
+
+func cpuSeconds(ru *syscall.Rusage) float64 {
+	if ru == nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

@@ -21,5 +21,9 @@ func serveRender(args []string) error {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("benchmarks.json: %w", err)
 	}
-	return os.WriteFile(filepath.Join(args[0], "BENCHMARKS.md"), []byte(renderDoc(&r)), 0o644)
+	doc, err := renderDoc(&r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(args[0], "BENCHMARKS.md"), []byte(doc), 0o644)
 }

@@ -145,36 +145,3 @@ func runSave1GSection(b *bench) error {
 	b.res.Save1G = sec
 	return os.RemoveAll(base)
 }
-
-func save1gDoc(w *docWriter, s *Save1G) {
-	w.line("## 10. torch.save of 1 GiB")
-	w.line("")
-	w.f("`torch.save` of a %s training state (float32 weights, Adam's two moments and a master copy; every tensor moves a little between repetitions, as between two checkpoints) into a ckptfs mount whose saves the kernel writes to the staging files itself (*passthrough*, the default where the kernel allows it), a ckptfs mount with `--no-passthrough` (*daemon-written*: the daemon writes each request to the staging file), a go-fuse loopback mount with FUSE passthrough (`benchrun loopback -passthrough`: the floor of any FUSE filesystem) and a plain directory, all on the same disk, taking turns, the order rotating. *Save* is `torch.save` alone; *durable* adds `fsync` of the file, which on ckptfs waits for the file's commit (encoded on the simulated SSD). ",
-		mibs(s.CheckpointBytes))
-	w.f("Before each save the previous checkpoint is deleted, every earlier commit has landed, `sync` has run, and the script sleeps %.0f s: the minutes between a training's saves. On this virtual machine that pause also matters for another reason: the guest hands memory it frees back to the host after about 2 s (free page reporting), and the first write to such memory costs the writer a host page fault per page, about 1 s per GiB here. A save that follows the delete of a 1 GiB file at once into a plain directory reuses the page cache just freed and skips that cost; into ckptfs, whose staging file was deleted at the previous commit, it does not. Both are shown; the paused figures are the like-for-like ones.\n\n",
-		s.PauseSeconds)
-	table := func(title string, ts map[string]*Save1GTarget) {
-		if ts == nil {
-			return
-		}
-		w.f("%s\n\n", title)
-		w.header("", "save (median s)", "÷ plain", "durable (median s)", "÷ plain", "save samples (s)", "durable samples (s)")
-		for _, name := range save1gTargets {
-			t := ts[name]
-			if t == nil {
-				continue
-			}
-			w.row(name, f2(t.SaveMed), f2(t.SaveRatio), f2(t.DurableMed), f2(t.DurableRatio), secs(t.Save), secs(t.Durable))
-		}
-		w.line("")
-	}
-	table(fmt.Sprintf("With a %.0f s pause before each save:", s.PauseSeconds), s.Targets)
-	table("Each save right after the delete of the previous one:", s.NoPause)
-	if pt, lb := s.Targets["passthrough"], s.Targets["loopback-passthrough"]; pt != nil && lb != nil {
-		w.f("Goal: torch.save into the mount <= 1.1× plain: **%s×** with passthrough (the passthrough loopback, the floor: %s×), %s× daemon-written. ",
-			f2(pt.SaveRatio), f2(lb.SaveRatio), f2(s.Targets["daemon-written"].SaveRatio))
-	}
-	w.f("written_volume_ratio of the mounts after the run: passthrough %s, daemon-written %s; daemon peak RSS %s and %s.\n\n",
-		f3(s.StoreRatio["passthrough"]), f3(s.StoreRatio["daemon-written"]), mibs(s.DaemonHWM["passthrough"]), mibs(s.DaemonHWM["daemon-written"]))
-	w.cmd(s.Command + "  (and again with --pause 0)")
-}
