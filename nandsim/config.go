@@ -78,6 +78,20 @@ func DefaultConfig() Config {
 	}
 }
 
+// ConfigForSize returns base with as many blocks per chip as make bytes of
+// physical flash (rounded down), its channels, chips, pages and timing
+// kept: a device the size a user asks for that still behaves as base
+// does. The error is Validate's, for a size too small to run (or a base
+// that cannot).
+func ConfigForSize(base Config, bytes int64) (Config, error) {
+	perBlock := int64(base.Dies()) * int64(base.PagesPerBlock) * int64(base.PageSize)
+	if perBlock <= 0 {
+		return base, base.Validate()
+	}
+	base.BlocksPerChip = int(bytes / perBlock)
+	return base, base.Validate()
+}
+
 // Dies is the number of independently operating chips.
 func (c Config) Dies() int { return c.Channels * c.ChipsPerChannel }
 

@@ -94,3 +94,33 @@ func TestFingerprintCoversGeometryNotTiming(t *testing.T) {
 		t.Error("logical capacity change kept the fingerprint")
 	}
 }
+
+// TestConfigForSize: the blocks per chip follow the size, rounded down;
+// the rest of the geometry is the base's; too small a device is refused.
+func TestConfigForSize(t *testing.T) {
+	base := DefaultConfig()
+	cfg, err := ConfigForSize(base, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.PhysicalPages() * int64(cfg.PageSize); got != 64<<20 {
+		t.Fatalf("64 MiB device has %d bytes", got)
+	}
+	want := base
+	want.BlocksPerChip = cfg.BlocksPerChip
+	if cfg != want {
+		t.Fatalf("ConfigForSize changed more than the blocks per chip:\n%+v\n%+v", cfg, base)
+	}
+	// A block of every die is 8 x 64 x 4 KiB = 2 MiB: 65 MiB rounds down.
+	if odd, err := ConfigForSize(base, 65<<20); err != nil || odd.BlocksPerChip != cfg.BlocksPerChip {
+		t.Fatalf("65 MiB: %d blocks per chip, %v; want %d", odd.BlocksPerChip, err, cfg.BlocksPerChip)
+	}
+	if _, err := ConfigForSize(base, 1<<20); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("1 MiB device: %v, want ErrInvalidConfig", err)
+	}
+	broken := base
+	broken.Channels = 0
+	if _, err := ConfigForSize(broken, 64<<20); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a base without channels: %v, want ErrInvalidConfig", err)
+	}
+}

@@ -31,8 +31,8 @@ type Options struct {
 	// MemoryDevice keeps the device content in memory instead of a file.
 	MemoryDevice bool
 	// StoredPolicy uses the policy the store was last opened with, if any,
-	// instead of Options.Policy (readers such as stats and fsck, and mounts
-	// without coding flags).
+	// instead of Options.Policy (readers such as stats and fsck, and mounts,
+	// which then apply the coding flags given over it: OverridePolicy).
 	StoredPolicy bool
 }
 

@@ -127,8 +127,14 @@ func setMemoryLimit(value string, need int64) error {
 // the collector run without end once they fill (measured: 55% of the
 // daemon's CPU in the runtime during 1 GB saves).
 func limitMemoryFor(ds *storedir.Store, _ int64) {
+	limitMemoryTo(ds.MemoryNeeded() + ds.Store.MemoryBudget())
+}
+
+// limitMemoryTo applies an automatic --memory-limit for what an open
+// store may hold (need bytes), as limitMemoryFor does; a replica, which has
+// no simulated SSDs, holds its store's budget alone.
+func limitMemoryTo(need int64) {
 	if memLimitFlag != nil {
-		need := ds.MemoryNeeded() + ds.Store.MemoryBudget()
 		_ = setMemoryLimit(*memLimitFlag, need+max(need/4, 64<<20))
 	}
 }

@@ -8,10 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -22,10 +19,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/medium"
-	"github.com/ckptfs/ckptfs/chain/policy"
-	"github.com/ckptfs/ckptfs/chain/remote"
-	"github.com/ckptfs/ckptfs/chain/storedir"
-	"github.com/ckptfs/ckptfs/fs"
+	"github.com/ckptfs/ckptfs/meta"
 )
 
 func init() { subcommands = append(subcommands, newMountCommand, newUmountCommand) }
@@ -61,10 +55,10 @@ With --foreground it stays in the foreground until unmounted or interrupted.
 The store defaults to $XDG_DATA_HOME/ckptfs/stores/<path tail>-<hash of path>
 (~/.local/share/... without XDG_DATA_HOME), so remounting a directory finds
 its store again (a store made by an older ckptfs, named by the path alone,
-is still found). The coding flags (--codec, --scheme, --snap-dis, --max-depth)
-apply to files written from now on; without them the store keeps the policy it
-was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
-"fusermount3 -u MOUNTPOINT".`,
+is still found). The coding flags (` + codingFlagList() + `)
+apply to files written from now on; a setting whose flag is not given keeps
+the value the store was last mounted with. Unmount with "ckptfs umount
+MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mp, err := checkMountpoint(args[0])
@@ -97,8 +91,6 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 			if err := f.remote.check(); err != nil {
 				return err
 			}
-			storedPolicy := !cmd.Flags().Changed("codec") && !cmd.Flags().Changed("scheme") &&
-				!cmd.Flags().Changed("snap-dis") && !cmd.Flags().Changed("max-depth")
 			created, err := missingDirs(f.store)
 			if err != nil {
 				return err
@@ -110,7 +102,7 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 				err = daemonize(cmd.OutOrStdout(), mp, f.store)
 				served = err == nil
 			} else {
-				served, err = serve(mp, f, pol, storedPolicy)
+				served, err = serve(mp, f, pol)
 			}
 			// A daemon started by daemonize leaves that to the process
 			// that started it, which reads the log first (the reason
@@ -133,7 +125,7 @@ was last mounted with. Unmount with "ckptfs umount MOUNTPOINT" or
 	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks: the references of the next saves (7/8) and rebuilt chunks for reads, in MiB (default: an eighth of RAM, 128 MiB to 8 GiB)")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns with the bytes in the page cache, in the file's staging file, and the commit follows in the background; fsync waits for it)")
 	fl.BoolVar(&f.noPassthru, "no-passthrough", false, "have the daemon write the staging files of files being saved even where the kernel could serve them itself (FUSE passthrough: Linux 6.9+, root)")
-	fl.IntVar(&f.encodeNice, "encode-nice", defaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, so that a training that keeps the cores busy runs first (0: the priority of the rest of the daemon)")
+	fl.IntVar(&f.encodeNice, "encode-nice", chain.DefaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, so that a training that keeps the cores busy runs first (0: the priority of the rest of the daemon)")
 	fl.IntVar(&f.writeBackMiB, "write-back-mib", 0, "no effect: saves wait in the page cache, in their staging files, not in the daemon's memory")
 	fl.MarkDeprecated("write-back-mib", "saves wait in the page cache (staging files), not in the daemon's memory")
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
@@ -282,7 +274,7 @@ func removeNewStore(store string, created []string) {
 		return // another daemon created it meanwhile and holds it
 	}
 	if len(created) == 0 {
-		for _, name := range storeFiles {
+		for _, name := range medium.Files {
 			if err := os.Remove(filepath.Join(store, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				logrus.WithError(err).Warn("remove what the failed mount created")
 			}
@@ -300,9 +292,6 @@ func removeNewStore(store string, created []string) {
 	}
 }
 
-// logName is the daemon's log in its store directory.
-const logName = medium.LogFile
-
 // daemonExecutable is the program daemonize starts (tests replace it).
 var daemonExecutable = os.Executable
 
@@ -313,16 +302,7 @@ type errReported struct{ error }
 
 // storeLocked reports whether a ckptfs process holds the store open.
 func storeLocked(store string) bool {
-	f, err := openNoFollow(filepath.Join(store, medium.MetaFile), os.O_RDONLY, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return errors.Is(err, syscall.EWOULDBLOCK)
-	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
+	return meta.Locked(filepath.Join(store, medium.MetaFile))
 }
 
 // daemonize starts the daemon (this program in the foreground, in a session
@@ -336,7 +316,7 @@ func daemonize(out io.Writer, mp, store string) error {
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return fmt.Errorf("store %s: %w", store, err)
 	}
-	logPath := filepath.Join(store, logName)
+	logPath := filepath.Join(store, medium.LogFile)
 	logFile, err := openNoFollow(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
@@ -444,131 +424,6 @@ func resolveExisting(p string) (string, error) {
 	}
 }
 
-// serve mounts and serves until unmounted or signalled; served says whether
-// the mount came up (a store that never served may be removed again).
-func serve(mp string, f mountFlags, pol policy.Policy, storedPolicy bool) (served bool, err error) {
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return false, err
-		}
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return false, err
-		}
-		defer func() { pprof.StopCPUProfile(); pf.Close() }()
-	}
-	var ready *os.File
-	if f.readyFD > 0 {
-		ready = os.NewFile(uintptr(f.readyFD), "ready")
-	}
-	report := func(err error) error {
-		if ready != nil {
-			if err != nil {
-				fmt.Fprintln(ready, err)
-			} else {
-				fmt.Fprintln(ready, "ok")
-			}
-			ready.Close()
-			ready = nil
-		}
-		return err
-	}
-	if f.remote.readOnly {
-		return serveReplica(mp, f, report)
-	}
-	if err := remote.CheckNotReplica(f.store); err != nil {
-		return false, report(err)
-	}
-	dev, err := deviceForSize(f.deviceSize)
-	if err != nil {
-		return false, report(err)
-	}
-	workers := runtime.GOMAXPROCS(0) // one encoder per core
-	if f.encodeNice > 0 {
-		procsForLoweredEncoders()
-	}
-	ds, err := storedir.Open(f.store, storedir.Options{
-		Options: chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB),
-			Workers: workers, EncodeNice: f.encodeNice},
-		Device: dev, Precondition: f.precondition, StoredPolicy: storedPolicy})
-	if errors.Is(err, chain.ErrLocked) {
-		err = fmt.Errorf("store %s is in use by another ckptfs daemon", f.store)
-		if ready != nil {
-			// Our stderr is the log of the daemon that holds the store.
-			return false, errReported{report(err)}
-		}
-		return false, err
-	}
-	if err != nil {
-		return false, report(err)
-	}
-	limitMemoryFor(ds, 0)
-	up, err := f.remote.startUploader(ds)
-	if err != nil {
-		ds.Close()
-		return false, report(err)
-	}
-	fsys := fs.New(ds.Store)
-	fsys.SyncClose = f.syncClose
-	fsys.Staging = ds.Staging
-	fsys.Stats = func() ([]byte, error) {
-		rep, err := ds.Report(storedir.ReportOptions{})
-		if err != nil {
-			return nil, err
-		}
-		rep.Store = f.store
-		rep.SaveMode = fsys.Mode()
-		rt := chain.ReadRuntime()
-		rep.Runtime = &rt
-		return json.MarshalIndent(withRemote(rep, up), "", "  ")
-	}
-	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug, NoPassthrough: f.noPassthru})
-	if err != nil {
-		f.remote.stopUploader(up)
-		ds.Close()
-		return false, report(err)
-	}
-	logrus.Infof("mounted %s (store %s)", mp, f.store)
-	report(nil)
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		var tick <-chan time.Time
-		if f.syncEvery > 0 {
-			t := time.NewTicker(f.syncEvery)
-			defer t.Stop()
-			tick = t.C
-		}
-		for {
-			select {
-			case s := <-sigs:
-				logrus.Infof("%v: unmounting %s", s, mp)
-				if err := server.Unmount(); err != nil {
-					logrus.WithError(err).Warn("unmount (files still open?); retrying lazily")
-					_ = unmount(mp, true)
-				}
-			case <-tick:
-				if err := ds.Sync(); err != nil {
-					logrus.WithError(err).Warn("periodic device state save")
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	server.Wait()
-	fsys.Drain() // commits of files closed before the unmount
-	close(done)
-	f.remote.stopUploader(up)
-	if err := ds.Close(); err != nil {
-		return true, fmt.Errorf("close store %s: %w", f.store, err)
-	}
-	logrus.Infof("unmounted %s", mp)
-	return true, nil
-}
-
 func newUmountCommand() *cobra.Command {
 	var lazy bool
 	var wait time.Duration
@@ -596,7 +451,7 @@ func newUmountCommand() *cobra.Command {
 				return err
 			}
 			if store != "" {
-				return waitUnlocked(filepath.Join(store, medium.MetaFile), wait)
+				return waitUnlocked(store, wait)
 			}
 			return nil
 		},
@@ -653,23 +508,12 @@ func unmount(mp string, lazy bool) error {
 
 // waitUnlocked waits until no process holds the store's lock, so the
 // caller can rely on the store being saved when umount returns.
-func waitUnlocked(path string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		f, err := openNoFollow(path, os.O_RDONLY, 0)
-		if err != nil {
-			return nil
-		}
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		f.Close()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the daemon still holds %s after %v", path, limit)
-		}
-		time.Sleep(50 * time.Millisecond)
+func waitUnlocked(store string, limit time.Duration) error {
+	path := filepath.Join(store, medium.MetaFile)
+	if err := meta.WaitUnlocked(path, limit); err != nil {
+		return fmt.Errorf("the daemon still holds %s after %v", path, limit)
 	}
+	return nil
 }
 
 // cacheBytes is --cache-mib in bytes; 0 follows the machine's RAM.
@@ -678,21 +522,4 @@ func cacheBytes(mib int) int64 {
 		return chain.AutoCacheBytes()
 	}
 	return int64(mib) << 20
-}
-
-// defaultEncodeNice is --encode-nice's default: the encoding yields to a
-// busy training (on 2 cores, torch.save of a 119 MiB checkpoint into the
-// mount took a fifth less time with it), and still gets a share of the
-// cores (nice 10 weighs about a tenth of nice 0 in Linux's scheduler).
-const defaultEncodeNice = 10
-
-// procsForLoweredEncoders doubles GOMAXPROCS (unless the user set it):
-// the encode workers, one per core, keep their Go processors while the
-// kernel runs their lowered threads only when the training leaves a core,
-// and must not hold the processors that the threads serving the
-// training's writes need.
-func procsForLoweredEncoders() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
-	}
 }

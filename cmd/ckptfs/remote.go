@@ -2,23 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 
-	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
 	"github.com/ckptfs/ckptfs/chain/storedir"
-	"github.com/ckptfs/ckptfs/fs"
 )
 
 // remoteFlags are the flags of a mount that replicates to (or reads from)
@@ -178,50 +172,4 @@ func printRemote(out io.Writer, st *remote.Stats) {
 	if st.LastError != "" {
 		fmt.Fprintf(out, "  last error (%d retries): %s\n", st.Retries, st.LastError)
 	}
-}
-
-// serveReplica mounts a bucket's newest checkpoint read-only on an empty
-// (or replica) store and serves it until unmounted or signalled.
-func serveReplica(mp string, f mountFlags, report func(error) error) (bool, error) {
-	b, err := f.remote.open(true, false)
-	if err != nil {
-		return false, report(err)
-	}
-	pol, err := f.policy.policy()
-	if err != nil {
-		return false, report(err)
-	}
-	rep, err := remote.OpenReplica(context.Background(), f.store, b, chain.Options{Policy: pol, CacheBytes: int64(f.cacheMiB) << 20})
-	if err != nil {
-		return false, report(err)
-	}
-	fsys := fs.New(rep.Store)
-	fsys.Stats = func() ([]byte, error) {
-		return json.MarshalIndent(map[string]any{"store": f.store, "remote": b.String(), "read_only": true,
-			"root_seq": rep.Root.Seq, "root_created_ns": rep.Root.Created, "versions": len(rep.Root.Versions)}, "", "  ")
-	}
-	server, err := fs.Mount(mp, fsys, fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug, ReadOnly: true})
-	if err != nil {
-		rep.Close()
-		return false, report(err)
-	}
-	logrus.Infof("mounted %s read-only: %s root %d (store %s)", mp, b, rep.Root.Seq, f.store)
-	report(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		for s := range sigs {
-			logrus.Infof("%v: unmounting %s", s, mp)
-			if err := server.Unmount(); err != nil {
-				_ = unmount(mp, true)
-			}
-		}
-	}()
-	server.Wait()
-	signal.Stop(sigs)
-	if err := rep.Close(); err != nil {
-		return true, fmt.Errorf("close replica %s: %w", f.store, err)
-	}
-	logrus.Infof("unmounted %s", mp)
-	return true, nil
 }

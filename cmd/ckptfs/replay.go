@@ -10,6 +10,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/replay"
+	"github.com/ckptfs/ckptfs/encode"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -20,7 +21,7 @@ func init() { subcommands = append(subcommands, newReplayCommand) }
 // compareMethod is one column of the paper's Fig. 9/10, plus ours.
 type compareMethod struct {
 	Name    string
-	Codec   policy.Codec
+	Codec   encode.Codec
 	Scheme  policy.Scheme
 	AllBase bool // every version a full snapshot (snap_dis 1)
 }
@@ -28,15 +29,15 @@ type compareMethod struct {
 // paperMethods are the seven methods of the paper's Fig. 9 and Fig. 10, in
 // its order, then planes under both schemes.
 var paperMethods = []compareMethod{
-	{"complete", policy.Stored, policy.Progressive, true},
-	{"GZIP+complete", policy.Gzip, policy.Progressive, true},
-	{"GZIP+delta", policy.Gzip, policy.Progressive, false},
-	{"RLE(4)", policy.RLE4, policy.Progressive, false},
-	{"RLE(4)+GZIP", policy.RLE4Gzip, policy.Progressive, false},
-	{"DynRLE_pr", policy.DynRLE, policy.Progressive, false},
-	{"DynRLE_ch", policy.DynRLE, policy.ChainScheme, false},
-	{"planes_pr", policy.Planes, policy.Progressive, false},
-	{"planes_ch", policy.Planes, policy.ChainScheme, false},
+	{"complete", encode.Stored, policy.Progressive, true},
+	{"GZIP+complete", encode.Gzip, policy.Progressive, true},
+	{"GZIP+delta", encode.Gzip, policy.Progressive, false},
+	{"RLE(4)", encode.RLE4, policy.Progressive, false},
+	{"RLE(4)+GZIP", encode.RLE4Gzip, policy.Progressive, false},
+	{"DynRLE_pr", encode.DynRLE, policy.Progressive, false},
+	{"DynRLE_ch", encode.DynRLE, policy.ChainScheme, false},
+	{"planes_pr", encode.Planes, policy.Progressive, false},
+	{"planes_ch", encode.Planes, policy.ChainScheme, false},
 }
 
 // compareRow is one method's result in --compare.

@@ -11,15 +11,28 @@ import (
 	"text/tabwriter"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/storedir"
 )
+
+// policyLine is the report's policy: each setting the report shows, by
+// its flag ("codec planes, scheme progressive, snap-dis auto").
+func policyLine(r *chain.Summary) string {
+	var parts []string
+	for _, s := range policy.Settings() {
+		if text, ok := r.PolicyText(s.Key); s.Reported && ok {
+			parts = append(parts, s.Flag+" "+text)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
 
 // printReport writes a store report as tables a person can read: the
 // device beside the shadow (what a plain filesystem would have written),
 // then families and files.
 func printReport(out io.Writer, r *storedir.Report, files bool) {
 	fmt.Fprintln(out, headline(r))
-	fmt.Fprintf(out, "codec %s, scheme %s, snap-dis %s", r.Codec, r.Scheme, r.SnapDis)
+	fmt.Fprint(out, policyLine(&r.Summary))
 	if r.SaveMode != "" {
 		fmt.Fprintf(out, "; saves: %s staging files", r.SaveMode)
 	}

@@ -47,7 +47,7 @@ func newSmallStore(t *testing.T, dir string) {
 // noStoreFiles fails if dir holds any file a store consists of.
 func noStoreFiles(t *testing.T, dir string) {
 	t.Helper()
-	for _, name := range []string{medium.MetaFile, medium.DeviceFile, medium.DeviceStateFile, medium.ShadowStateFile, logName} {
+	for _, name := range medium.Files {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			t.Errorf("%s was created in %s", name, dir)
 		}
@@ -186,7 +186,7 @@ func TestRefusedMountLeavesLogAlone(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second mount of a held store: %v; want in use", err)
 	}
-	if _, err := os.Stat(filepath.Join(store, logName)); err == nil {
+	if _, err := os.Stat(filepath.Join(store, medium.LogFile)); err == nil {
 		t.Error("the refused mount opened the log of the daemon that holds the store")
 	}
 
@@ -371,7 +371,7 @@ exit 1
 		t.Fatal(err)
 	}
 	// An earlier daemon's lines in the log are not this mount's reason.
-	if err := os.WriteFile(filepath.Join(store, logName), []byte("fusermount3: an old complaint\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(store, medium.LogFile), []byte("fusermount3: an old complaint\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err := runCkptfs(t, "mount", "--store", store, mp)

@@ -21,46 +21,67 @@ import (
 	"github.com/ckptfs/ckptfs/nandsim"
 )
 
-// policyFlags are the coding flags that mount and replay share.
+// policyFlags are the coding flags that mount and replay share: one per
+// setting of the policy table (policy.Settings), so that a new setting gets
+// its flag without a change here.
 type policyFlags struct {
-	codec, scheme, snapDis string
-	maxDepth               int
+	flags *pflag.FlagSet
+	texts map[string]func() string // each setting's flag value, by key
 }
 
-func (p *policyFlags) register(fs *pflag.FlagSet) {
-	d := policy.Default()
-	fs.StringVar(&p.codec, "codec", d.Codec.String(), "tensor codec: "+codecNames())
-	fs.StringVar(&p.scheme, "scheme", d.Scheme.String(), "delta scheme: progressive (against the previous version) or chain (against the baseline)")
-	fs.StringVar(&p.snapDis, "snap-dis", policy.FormatSnapDis(d.SnapDis), "versions per baseline group (1 = all baselines), or auto")
-	fs.IntVar(&p.maxDepth, "max-depth", d.MaxDepth, "with --snap-dis auto: most deltas between a version and its baseline")
+func (p *policyFlags) register(fl *pflag.FlagSet) {
+	p.flags, p.texts = fl, map[string]func() string{}
+	for _, s := range policy.Settings() {
+		if s.Number {
+			// An int flag, as --max-depth always was: its help reads
+			// "--max-depth int", and pflag refuses a value that is not one.
+			def, err := strconv.Atoi(s.Default())
+			if err != nil {
+				panic(fmt.Sprintf("policy setting %s: default %q is not a number", s.Key, s.Default()))
+			}
+			v := fl.Int(s.Flag, def, s.Usage)
+			p.texts[s.Key] = func() string { return strconv.Itoa(*v) }
+			continue
+		}
+		v := fl.String(s.Flag, s.Default(), s.Usage)
+		p.texts[s.Key] = func() string { return *v }
+	}
 }
 
+// policy is the policy the flags say: each setting's flag, given or not.
 func (p *policyFlags) policy() (policy.Policy, error) {
-	var pol policy.Policy
-	var err error
-	if pol.Codec, err = policy.ParseCodec(p.codec); err != nil {
-		return pol, fmt.Errorf("--codec: %w", err)
+	pol := policy.Default()
+	for _, s := range policy.Settings() {
+		if err := s.Parse(&pol, p.texts[s.Key]()); err != nil {
+			return pol, fmt.Errorf("--%s: %w", s.Flag, err)
+		}
 	}
-	if pol.Scheme, err = policy.ParseScheme(p.scheme); err != nil {
-		return pol, fmt.Errorf("--scheme: %w", err)
-	}
-	if pol.SnapDis, err = policy.ParseSnapDis(p.snapDis); err != nil {
-		return pol, fmt.Errorf("--snap-dis: %w", err)
-	}
-	pol.MaxDepth = p.maxDepth
 	return pol, pol.Validate()
 }
 
-func codecNames() string {
+// given lists the keys of the settings whose flags were given: those a
+// mount sets, while the others keep the store's values.
+func (p *policyFlags) given() []string {
+	var keys []string
+	for _, s := range policy.Settings() {
+		if p.flags.Changed(s.Flag) {
+			keys = append(keys, s.Key)
+		}
+	}
+	return keys
+}
+
+// codingFlagList names the coding flags, for the help of mount.
+func codingFlagList() string {
 	var names []string
-	for _, c := range policy.Codecs() {
-		names = append(names, c.String())
+	for _, s := range policy.Settings() {
+		names = append(names, "--"+s.Flag)
 	}
 	return strings.Join(names, ", ")
 }
 
-// deviceForSize returns the paper's Table 4 device with as many blocks per
-// chip as make size bytes of physical flash (8 channels, 64-page blocks).
+// deviceForSize returns the store's device (the paper's Table 4 device)
+// with as many blocks per chip as make size bytes of physical flash.
 func deviceForSize(size string) (nandsim.Config, error) {
 	cfg := medium.StoreDevice()
 	if size == "" {
@@ -70,9 +91,7 @@ func deviceForSize(size string) (nandsim.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--device-size: %w", err)
 	}
-	perBlock := int64(cfg.Channels*cfg.ChipsPerChannel*cfg.PagesPerBlock) * int64(cfg.PageSize)
-	cfg.BlocksPerChip = int(bytes / perBlock)
-	if err := cfg.Validate(); err != nil {
+	if cfg, err = nandsim.ConfigForSize(cfg, bytes); err != nil {
 		return cfg, fmt.Errorf("--device-size %s: %w", size, err)
 	}
 	return cfg, nil

@@ -12,9 +12,6 @@ import (
 	"github.com/ckptfs/ckptfs/chain/medium"
 )
 
-// storeFiles are the files a store directory holds.
-var storeFiles = medium.Files
-
 // checkStoreTrusted refuses a store directory that someone else could have
 // prepared or could change under the daemon: one not owned by the mounting
 // user, one writable by group or others, or one whose files are symlinks or
@@ -44,7 +41,7 @@ func checkStoreTrusted(store string) error {
 		return fmt.Errorf("store %s is writable by its group or by others (mode %04o), who could replace its files; "+
 			"make it private (chmod 700 %s) or use another --store", store, perm, store)
 	}
-	for _, name := range storeFiles {
+	for _, name := range medium.Files {
 		p := filepath.Join(store, name)
 		fi, err := os.Lstat(p)
 		if errors.Is(err, os.ErrNotExist) {
