@@ -14,6 +14,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // crashHelperEnv, when set, makes the test binary a victim process: it
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 func crashVictim(dir string) {
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default()}, Device: smallDevice()})
+	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default()}, Device: nandsim.SmallConfig()})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)

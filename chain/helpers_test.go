@@ -15,18 +15,12 @@ import (
 
 // smallDevice is a 64 MiB simulated SSD: big enough for the tests' files,
 // small enough to run GC.
-func smallDevice() nandsim.Config {
-	c := nandsim.DefaultConfig()
-	c.Channels, c.BlocksPerChip = 4, 64
-	return c
-}
-
 func openTestStore(t testing.TB, dir string, p policy.Policy) *DirStore {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: p, CacheBytes: 8 << 20}, Device: smallDevice(), NoSync: true})
+	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: p, CacheBytes: 8 << 20}, Device: nandsim.SmallConfig(), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

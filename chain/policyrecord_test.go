@@ -8,6 +8,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // legacyPolicyRecord is the record as releases before the settings table
@@ -132,7 +133,7 @@ func TestOverridePolicy(t *testing.T) {
 	ds.Close()
 	reopen := func(p policy.Policy) *DirStore {
 		t.Helper()
-		ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: p}, Device: smallDevice(), NoSync: true, StoredPolicy: true})
+		ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: p}, Device: nandsim.SmallConfig(), NoSync: true, StoredPolicy: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // threadsAtNice counts this process's threads whose nice value is nice.
@@ -70,7 +71,7 @@ func TestEncodeThreadsLowered(t *testing.T) {
 	}
 	for _, nice := range []int{0, lower} {
 		ds, err := OpenDir(t.TempDir(), DirOptions{Options: Options{Policy: policy.Default(), CacheBytes: 8 << 20,
-			Workers: workers, EncodeNice: nice}, Device: smallDevice(), NoSync: true})
+			Workers: workers, EncodeNice: nice}, Device: nandsim.SmallConfig(), NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}

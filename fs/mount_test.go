@@ -24,12 +24,6 @@ import (
 
 // smallDevice is a 64 MiB simulated SSD, as chain's tests use: room for
 // the tests' files, quick to open.
-func smallDevice() nandsim.Config {
-	c := nandsim.DefaultConfig()
-	c.Channels, c.BlocksPerChip = 4, 64
-	return c
-}
-
 // requireDeps fails the test if CKPTFS_REQUIRE_DEPS=1 (make test sets it),
 // and otherwise skips it, loudly, saying what is missing.
 func requireDeps(t testing.TB, what string, err error) {
@@ -150,7 +144,7 @@ func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOption
 	}
 	ds, err := storedir.Open(storeDir, storedir.Options{
 		Options:      chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
-		Device:       smallDevice(),
+		Device:       nandsim.SmallConfig(),
 		NoSync:       true,
 		MemoryDevice: memory,
 	})

@@ -57,6 +57,15 @@ type Config struct {
 	Policy      Policy  `json:"policy"`
 }
 
+// SmallConfig is the default device cut to 4 channels of 64 blocks (64 MiB
+// of flash): what tests open, so that a store costs little memory and its
+// GC is reached with little data.
+func SmallConfig() Config {
+	c := DefaultConfig()
+	c.Channels, c.BlocksPerChip = 4, 64
+	return c
+}
+
 // DefaultConfig is the paper's Table 4 device (DiskSim SSD extension):
 // 8 channels x 1 chip x 16384 blocks x 64 pages of 4 KiB = 32 GiB physical,
 // 15% over-provisioning, GC when free blocks fall under 5%.

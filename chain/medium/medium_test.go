@@ -9,18 +9,12 @@ import (
 	"github.com/ckptfs/ckptfs/nandsim"
 )
 
-func smallDevice() nandsim.Config {
-	c := nandsim.DefaultConfig()
-	c.Channels, c.BlocksPerChip = 4, 64
-	return c
-}
-
 // TestOpenKeepsGeometry: a new store records its device; a reopen keeps
 // it whatever is asked, and the files a store directory holds are the ones
 // Files names (the staging directory aside).
 func TestOpenKeepsGeometry(t *testing.T) {
 	dir := t.TempDir()
-	m, err := Open(dir, Options{Device: smallDevice(), NoSync: true})
+	m, err := Open(dir, Options{Device: nandsim.SmallConfig(), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +68,7 @@ func TestDeviceTooSmall(t *testing.T) {
 	if !strings.Contains(err.Error(), dir) {
 		t.Errorf("error %q does not name the store", err)
 	}
-	m, err := Open(t.TempDir(), Options{Device: smallDevice(), NoSync: true})
+	m, err := Open(t.TempDir(), Options{Device: nandsim.SmallConfig(), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

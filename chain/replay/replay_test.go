@@ -15,12 +15,6 @@ import (
 
 // smallDevice is a 64 MiB simulated SSD: room for the tests' series,
 // without the default device's 32 GiB of FTL maps.
-func smallDevice() nandsim.Config {
-	c := nandsim.DefaultConfig()
-	c.Channels, c.BlocksPerChip = 4, 64
-	return c
-}
-
 // writeSeries writes n .npy checkpoints of a drifting float32 training run
 // as dir/run/ckpt-<i>/model.npy (one family), and returns their paths and
 // sizes.
@@ -55,7 +49,7 @@ func TestRunSeries(t *testing.T) {
 	files, sizes := writeSeries(t, t.TempDir(), 4, 256<<10)
 	var lastDone, lastTotal int64
 	var backwards bool
-	res, err := replay.Run(files, replay.Options{Policy: policy.Default(), Device: smallDevice(), WorkDir: t.TempDir(),
+	res, err := replay.Run(files, replay.Options{Policy: policy.Default(), Device: nandsim.SmallConfig(), WorkDir: t.TempDir(),
 		Progress: func(done, total int64) {
 			backwards = backwards || done < lastDone
 			lastDone, lastTotal = done, total
@@ -150,7 +144,7 @@ func TestRunSeries(t *testing.T) {
 // file is left, yet every save counts.
 func TestRunKeepLatest(t *testing.T) {
 	files, sizes := writeSeries(t, t.TempDir(), 3, 64<<10)
-	res, err := replay.Run(files, replay.Options{Policy: policy.Default(), Device: smallDevice(), WorkDir: t.TempDir(), KeepLatest: true})
+	res, err := replay.Run(files, replay.Options{Policy: policy.Default(), Device: nandsim.SmallConfig(), WorkDir: t.TempDir(), KeepLatest: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +173,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			work := t.TempDir()
-			res, err := replay.Run(tc.files, replay.Options{Policy: policy.Default(), Device: smallDevice(), WorkDir: work})
+			res, err := replay.Run(tc.files, replay.Options{Policy: policy.Default(), Device: nandsim.SmallConfig(), WorkDir: work})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run = %v, %v; want an error saying %q", res, err, tc.want)
 			}
@@ -242,7 +236,7 @@ func TestRunDetectsCorruptDevice(t *testing.T) {
 			work := t.TempDir()
 			readBackStarted := sizes[0] + sizes[1]/2 // progress counts half a file for its save
 			damaged := false
-			res, err := replay.Run(files, replay.Options{Policy: policy.Default(), Device: smallDevice(), WorkDir: work,
+			res, err := replay.Run(files, replay.Options{Policy: policy.Default(), Device: nandsim.SmallConfig(), WorkDir: work,
 				CacheBytes: tc.cache,
 				Progress: func(done, total int64) {
 					if !damaged && done > readBackStarted {

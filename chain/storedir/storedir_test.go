@@ -17,16 +17,10 @@ import (
 	"github.com/ckptfs/ckptfs/nandsim"
 )
 
-func smallDevice() nandsim.Config {
-	c := nandsim.DefaultConfig()
-	c.Channels, c.BlocksPerChip = 4, 64
-	return c
-}
-
 func open(t *testing.T, dir, backend string) *Store {
 	t.Helper()
 	ds, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
-		Device: smallDevice(), Backend: backend, NoSync: true})
+		Device: nandsim.SmallConfig(), Backend: backend, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
