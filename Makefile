@@ -111,6 +111,7 @@ FUZZ_TARGETS := \
 	./encode/detect:FuzzDetect ./encode/detect:FuzzTorchZip ./encode/detect:FuzzTorchLegacy \
 	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
 	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle ./encode/detect:FuzzDCP \
+	./encode/pickle:FuzzPickle \
 	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta:FuzzRecords ./chain:FuzzStagingNames
 
 fuzz:

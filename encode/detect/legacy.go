@@ -59,7 +59,7 @@ func (m *legacyMachine) feed(e *emitter, p []byte) (int, bool) {
 		case lgPickles:
 			n = m.r.feed(p)
 			e.raw(int64(n))
-			if m.r.st == psDead {
+			if m.r.dead() {
 				return total - len(p) + n, true
 			}
 			if m.r.done {

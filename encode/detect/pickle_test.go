@@ -1,7 +1,6 @@
 package detect
 
 import (
-	"bytes"
 	"encoding/binary"
 	"testing"
 )
@@ -40,45 +39,8 @@ func TestPickleProtocol4(t *testing.T) {
 	}
 }
 
-func TestPickleCapsKeepFraming(t *testing.T) {
-	// More marks than the stack cap, then a persistent id: the reader stops
-	// interpreting but still finds STOP.
-	p := append([]byte{0x80, 2}, bytes.Repeat([]byte{'('}, pickleStackCap+10)...)
-	p = pk(p).storagePid("FloatStorage", "0", 1).op('.')
-	r := newPickleReader()
-	if n := r.feed(p); n != len(p) || !r.done || r.mode != pmFrame || len(r.storages) != 0 {
-		t.Errorf("consumed %d of %d, done %v, mode %v, storages %d", n, len(p), r.done, r.mode, len(r.storages))
-	}
-
-	// A huge BINBYTES8 is skipped without being kept.
-	p = []byte{0x80, 4, 0x8e}
-	p = binary.LittleEndian.AppendUint64(p, 1<<40)
-	r = newPickleReader()
-	r.feed(p)
-	r.feed(make([]byte, 1<<20))
-	if r.done || r.st != psData || cap(r.buf) > pickleStrCap*2 {
-		t.Errorf("state %v, buffer cap %d", r.st, cap(r.buf))
-	}
-
-	// A long string is pushed as "other", not kept.
-	p = append([]byte{0x80, 2, 'X'}, binary.LittleEndian.AppendUint32(nil, pickleStrCap+1)...)
-	p = append(append(p, make([]byte, pickleStrCap+1)...), '.')
-	r = newPickleReader()
-	r.collectStrs = true
-	if n := r.feed(p); n != len(p) || !r.done || len(r.strs) != 0 {
-		t.Errorf("long string: consumed %d, done %v, strs %d", n, r.done, len(r.strs))
-	}
-}
-
-func TestPickleDeadOnUnknownOpcode(t *testing.T) {
-	r := newPickleReader()
-	if n := r.feed([]byte{0x80, 2, 0xff, '.'}); n != 3 || r.st != psDead || r.done {
-		t.Errorf("consumed %d, state %v", n, r.st)
-	}
-	if n := r.feed([]byte(".")); n != 0 {
-		t.Errorf("dead reader consumed %d", n)
-	}
-}
+// The machine-level tests (caps keep framing, unknown opcodes) are in
+// encode/pickle.
 
 func TestPickleTextOpcodes(t *testing.T) {
 	// Protocol 0: GLOBAL, text INT, PUT/GET, STRING lines.

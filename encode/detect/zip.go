@@ -358,7 +358,7 @@ type pickleMember struct {
 
 func (m *pickleMember) feed(e *emitter, p []byte) int {
 	k := len(p)
-	if !m.r.done && m.r.st != psDead {
+	if !m.r.done && !m.r.dead() {
 		k = m.r.feed(p)
 		m.n += int64(k)
 		if m.r.done && m.declare != nil {
@@ -373,7 +373,7 @@ func (m *pickleMember) length() int64 {
 	switch {
 	case m.r.done:
 		return m.n
-	case m.r.st == psDead:
+	case m.r.dead():
 		return lenUnknown
 	}
 	return lenPending
