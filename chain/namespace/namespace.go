@@ -540,6 +540,19 @@ func (tx *txn) exchange(ap meta.Ino, an string, a meta.Ino, bp meta.Ino, bn stri
 	if err := tx.mtx.Link(bp, bn, a); err != nil {
 		return err
 	}
+	// Both inodes changed their entry: their ctime moves, as a rename's
+	// source's does (ext4, tmpfs).
+	now := tx.ns.now().UnixNano()
+	for _, ino := range []meta.Ino{a, b} {
+		n, err := tx.mtx.Inode(ino)
+		if err != nil {
+			return err
+		}
+		n.Ctime = now
+		if err := tx.mtx.PutInode(n); err != nil {
+			return err
+		}
+	}
 	if ap != bp {
 		for _, mv := range []struct {
 			ino      meta.Ino

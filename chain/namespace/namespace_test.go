@@ -742,6 +742,13 @@ func TestRenameExchange(t *testing.T) {
 		fx.wantTouched(tr.b, at)
 		fx.wantNlink(tr.aFile, 1)
 		fx.wantNlink(tr.bFile, 1)
+		// Both files changed their entry: their ctime moves, not their
+		// mtime (ext4 and tmpfs do the same).
+		for _, ino := range []meta.Ino{tr.aFile, tr.bFile} {
+			if n := fx.inode(ino); n.Ctime != at || n.Mtime == at {
+				t.Errorf("inode %d after the exchange: ctime %d, mtime %d; want ctime %d and mtime unchanged", ino, n.Ctime, n.Mtime, at)
+			}
+		}
 		if len(fx.dropped) != 0 {
 			t.Errorf("exchange dropped %v", fx.dropped)
 		}
