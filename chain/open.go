@@ -16,7 +16,7 @@ type Media struct {
 	DB       *meta.DB
 	Data     storage.Backend
 	Accounts *wear.Accounts // nil: nothing accounted beyond the backend's medium
-	Staging  *staging.Dir   // nil: no staging files (offline use)
+	Staging  *staging.Dir
 }
 
 // Open assembles a store on its media: the policy (the one stored in the
@@ -32,9 +32,6 @@ func Open(m Media, o Options, useStored bool) (*Store, error) {
 	s, err := NewStore(m.DB, m.Data, m.Accounts, o)
 	if err != nil {
 		return nil, err
-	}
-	if m.Staging == nil {
-		return s, nil
 	}
 	n, err := s.RecoverStaged(m.Staging)
 	if err != nil {

@@ -143,10 +143,8 @@ func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOption
 		t.Fatal(err)
 	}
 	ds, err := storedir.Open(storeDir, storedir.Options{
-		Options:      chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
-		Device:       nandsim.SmallConfig(),
-		NoSync:       true,
-		MemoryDevice: memory,
+		Options: chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
+		Media:   medium.Options{Device: nandsim.SmallConfig(), NoSync: true, MemoryDevice: memory},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -173,28 +173,34 @@ func Open(dir string, o Options) (*Medium, error) {
 }
 
 // backendName returns the store's backend, recording want (or SSD) for a
-// new store. A store made before backends were recorded is on the SSD.
-func backendName(db *meta.DB, want string, isNew bool) (name string, err error) {
-	err = db.Update(func(tx *meta.Tx) error {
-		if b := tx.Config("backend"); b != nil {
-			name = string(b)
-		} else if isNew && want != "" {
-			name = want
-		} else {
-			name = SSD
-		}
-		if _, ok := backends[name]; !ok {
-			return fmt.Errorf("unknown backend %q", name)
-		}
-		if want != "" && want != name {
-			return fmt.Errorf("the store keeps its chunks on backend %q, not %q", name, want)
-		}
-		if name == Memory && !isNew {
-			return fmt.Errorf("the store kept its chunks in memory (backend %q): they ended with the process that made it", Memory)
-		}
-		return tx.SetConfig("backend", []byte(name))
-	})
-	return name, err
+// store that has no record: a new one, or one made before backends were
+// recorded, which is on the SSD.
+func backendName(db *meta.DB, want string, isNew bool) (string, error) {
+	var recorded []byte
+	if err := db.View(func(tx *meta.Tx) error { recorded = tx.Config("backend"); return nil }); err != nil {
+		return "", err
+	}
+	name := string(recorded)
+	switch {
+	case recorded != nil:
+	case isNew && want != "":
+		name = want
+	default:
+		name = SSD
+	}
+	if _, ok := backends[name]; !ok {
+		return "", fmt.Errorf("unknown backend %q", name)
+	}
+	if want != "" && want != name {
+		return "", fmt.Errorf("the store keeps its chunks on backend %q, not %q", name, want)
+	}
+	if name == Memory && !isNew {
+		return "", fmt.Errorf("the store kept its chunks in memory (backend %q): they ended with the process that made it", Memory)
+	}
+	if recorded != nil {
+		return name, nil
+	}
+	return name, db.Update(func(tx *meta.Tx) error { return tx.SetConfig("backend", []byte(name)) })
 }
 
 // StoreDevice is the simulated SSD of a new store: the paper's Table 4

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/storedir"
 	"github.com/ckptfs/ckptfs/meta"
@@ -83,7 +84,7 @@ func Run(files []string, o Options) (*Result, error) {
 	// Replay writes one file at a time, sequentially: each write is
 	// encoded before the next is read.
 	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: o.Policy, CacheBytes: cache},
-		Device: o.Device, Precondition: o.Precondition, NoSync: true})
+		Media: medium.Options{Device: o.Device, Precondition: o.Precondition, NoSync: true}})
 	if err != nil {
 		return nil, err
 	}

@@ -18,18 +18,8 @@ import (
 // Options configure Open.
 type Options struct {
 	chain.Options
-	// Device is the simulated SSD of a new store (zero: the paper's Table
-	// 4 device). An existing store keeps its geometry.
-	Device nandsim.Config
-	// Backend keeps a new store's chunks (empty: medium.SSD).
-	Backend string
-	// Precondition warms a new store's device and shadow up to the paper's
-	// Table 8 split, so that GC runs from the first write.
-	Precondition bool
-	// NoSync skips fsync of the metadata (throw-away stores: replay, tests).
-	NoSync bool
-	// MemoryDevice keeps the device content in memory instead of a file.
-	MemoryDevice bool
+	// Media configures the directory's device, backend and metadata.
+	Media medium.Options
 	// StoredPolicy uses the policy the store was last opened with, if any,
 	// instead of Options.Policy (readers such as stats and fsck, and mounts,
 	// which then apply the coding flags given over it: OverridePolicy).
@@ -47,8 +37,7 @@ type Store struct {
 // Saves closed before a daemon died, still in their staging files, become
 // the files' content before Open returns.
 func Open(dir string, o Options) (*Store, error) {
-	m, err := medium.Open(dir, medium.Options{Device: o.Device, Backend: o.Backend,
-		Precondition: o.Precondition, NoSync: o.NoSync, MemoryDevice: o.MemoryDevice})
+	m, err := medium.Open(dir, o.Media)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 func open(t *testing.T, dir, backend string) *Store {
 	t.Helper()
 	ds, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
-		Device: nandsim.SmallConfig(), Backend: backend, NoSync: true})
+		Media: medium.Options{Device: nandsim.SmallConfig(), Backend: backend, NoSync: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestMemoryBackend(t *testing.T) {
 	if err := ds.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default()}, NoSync: true}); err == nil ||
+	if _, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default()}, Media: medium.Options{NoSync: true}}); err == nil ||
 		!strings.Contains(err.Error(), "in memory") {
 		t.Fatalf("reopening a memory store: %v, want an error saying its chunks were in memory", err)
 	}
@@ -122,7 +122,7 @@ func TestBackendRecorded(t *testing.T) {
 	if err := ds.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default()}, Backend: medium.Memory, NoSync: true}); err == nil {
+	if _, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default()}, Media: medium.Options{Backend: medium.Memory, NoSync: true}}); err == nil {
 		t.Fatal("an SSD store opened as a memory store")
 	}
 	ds = open(t, dir, "")
@@ -134,7 +134,7 @@ func TestBackendRecorded(t *testing.T) {
 
 // TestUnknownBackend is refused with the name in the error.
 func TestUnknownBackend(t *testing.T) {
-	_, err := Open(t.TempDir(), Options{Options: chain.Options{Policy: policy.Default()}, Backend: "tape", NoSync: true})
+	_, err := Open(t.TempDir(), Options{Options: chain.Options{Policy: policy.Default()}, Media: medium.Options{Backend: "tape", NoSync: true}})
 	if err == nil || !strings.Contains(err.Error(), `"tape"`) {
 		t.Fatalf("backend tape: %v", err)
 	}

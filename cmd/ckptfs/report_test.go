@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/storedir"
 	"github.com/ckptfs/ckptfs/meta"
@@ -170,7 +171,7 @@ func TestReportFromStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: policy.Default()},
-		Device: dev, Precondition: true})
+		Media: medium.Options{Device: dev, Precondition: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

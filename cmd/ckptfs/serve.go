@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
@@ -135,7 +136,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 	o.Workers, o.EncodeNice = chain.EncodeWorkers(f.encodeNice), f.encodeNice
 	// The store's own policy first (pol for a new store): the flags given
 	// set their settings only, the others keep what the store keeps.
-	ds, err := storedir.Open(f.store, storedir.Options{Options: o, Device: dev, Precondition: f.precondition, StoredPolicy: true})
+	ds, err := storedir.Open(f.store, storedir.Options{Options: o, Media: medium.Options{Device: dev, Precondition: f.precondition}, StoredPolicy: true})
 	if err != nil {
 		return nil, err
 	}

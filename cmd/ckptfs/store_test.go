@@ -35,7 +35,7 @@ func newSmallStore(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
+	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: policy.Default()}, Media: medium.Options{Device: dev, NoSync: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestRefusedMountLeavesLogAlone(t *testing.T) {
 	}
 	store := filepath.Join(tmp, "store")
 	newSmallStore(t, store)
-	ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}, NoSync: true})
+	ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}, Media: medium.Options{NoSync: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestOpenDirDoesNotFollowSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		dev, _ := deviceForSize("64MiB")
-		ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}, Device: dev, NoSync: true})
+		ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}, Media: medium.Options{Device: dev, NoSync: true}})
 		if err == nil {
 			ds.Close()
 			t.Errorf("a store whose %s is a symlink was opened", name)

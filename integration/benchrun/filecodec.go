@@ -6,15 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/encode/detect"
+	"github.com/ckptfs/ckptfs/integration/internal/cputime"
 )
 
 // The store's default cut (chain/policy.DefaultLayout): tensors in chunks
@@ -134,7 +133,7 @@ func runFileCodec(chunks []fileChunk, c encode.Codec, delta bool) (*codecRun, er
 			return nil, fmt.Errorf("encode %s: %w", c, err)
 		}
 	}
-	r.EncCPU = threadCPU(func() {
+	r.EncCPU = cputime.Thread(func() {
 		cd := warm
 		for i := range chunks {
 			ch := &chunks[i]
@@ -142,7 +141,7 @@ func runFileCodec(chunks []fileChunk, c encode.Codec, delta bool) (*codecRun, er
 				return
 			}
 		}
-	})
+	}).Seconds()
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", c, err)
 	}
@@ -158,14 +157,14 @@ func runFileCodec(chunks []fileChunk, c encode.Codec, delta bool) (*codecRun, er
 	if plain > 0 {
 		r.DeltaFrac = float64(deltaBytes) / float64(plain)
 	}
-	r.DecCPU = threadCPU(func() {
+	r.DecCPU = cputime.Thread(func() {
 		cd := warm
 		for i := range chunks {
 			if dec[i], err = cd.Decode(dec[i][:0], enc[i], refOf(&chunks[i])); err != nil {
 				return
 			}
 		}
-	})
+	}).Seconds()
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", c, err)
 	}
@@ -212,22 +211,4 @@ func parallel(workers, n int, f func(*encode.Coder, int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// threadCPU is f's CPU time on the calling thread (RUSAGE_THREAD), so that
-// MB/s per core means something on a machine shared with other work.
-func threadCPU(f func()) float64 {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	const rusageThread = 1
-	var a, b syscall.Rusage
-	if syscall.Getrusage(rusageThread, &a) != nil {
-		start := time.Now()
-		f()
-		return since(start)
-	}
-	f()
-	syscall.Getrusage(rusageThread, &b)
-	ns := func(r syscall.Rusage) int64 { return r.Utime.Nano() + r.Stime.Nano() }
-	return float64(ns(b)-ns(a)) / 1e9
 }

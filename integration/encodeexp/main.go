@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/encode"
+	"github.com/ckptfs/ckptfs/integration/internal/cputime"
 )
 
 // chunkElems is the store's chunk length in elements (64 Ki).
@@ -267,12 +268,12 @@ func runSpeed(dir string, rounds int) error {
 			}
 			be, bd := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 			for range rounds {
-				be = min(be, threadCPU(func() {
+				be = min(be, cputime.Thread(func() {
 					for i, p := range pairs {
 						encs[i], _ = cd.Encode(encs[i][:0], c, s.dt, p.plain, p.ref)
 					}
 				}))
-				bd = min(bd, threadCPU(func() {
+				bd = min(bd, cputime.Thread(func() {
 					for i, e := range encs {
 						out, _ = cd.Decode(out[:0], e, pairs[i].ref)
 					}

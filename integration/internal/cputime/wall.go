@@ -1,0 +1,9 @@
+package cputime
+
+import "time"
+
+func wall(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}

@@ -1,0 +1,5 @@
+//go:build linux
+
+package cputime
+
+const wallOnly = false
