@@ -30,6 +30,9 @@ var (
 	ErrNoSpace = meta.ErrNoSpace
 	// ErrLocked: another process holds the store open.
 	ErrLocked = meta.ErrLocked
+	// ErrNotFound: a missing inode, entry or version (a reader's version
+	// freed because a newer commit replaced it).
+	ErrNotFound = meta.ErrNotFound
 )
 
 // The namespace's request and answer types, as the store's API names them.

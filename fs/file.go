@@ -2,11 +2,13 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"syscall"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/staging"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -88,26 +90,53 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		}
 		break
 	}
+	// A version replaced by a newer commit after the reader opened it
+	// may be freed under it: the file's content is the newer version
+	// then, so read that (a few times at most, as commits keep landing).
+	for tries := 0; ; tries++ {
+		r, errno := h.committedReader()
+		if errno != 0 {
+			return nil, errno
+		}
+		n, err := r.ReadAt(dest, off)
+		if errors.Is(err, chain.ErrNotFound) && tries < 3 {
+			h.dropReader(r)
+			continue
+		}
+		if err != nil && err != io.EOF {
+			logrus.WithError(err).Errorf("read %s at %d", h.n.path(), off)
+			return nil, toErrno(err)
+		}
+		return fuse.ReadResultData(dest[:n]), 0
+	}
+}
+
+// committedReader is the handle's reader of the inode's committed
+// version, opened on first use.
+func (h *handle) committedReader() (*chain.Reader, syscall.Errno) {
 	of := h.of
 	of.mu.Lock()
+	defer of.mu.Unlock()
 	if of.reader == nil {
 		in, err := h.n.fsys.store.Inode(h.n.ino)
 		if err == nil {
 			of.reader, err = h.n.fsys.store.OpenVersion(in.Version)
 		}
 		if err != nil {
-			of.mu.Unlock()
 			return nil, toErrno(err)
 		}
 	}
-	r := of.reader
-	of.mu.Unlock()
-	n, err := r.ReadAt(dest, off)
-	if err != nil && err != io.EOF {
-		logrus.WithError(err).Errorf("read %s at %d", h.n.path(), off)
-		return nil, toErrno(err)
+	return of.reader, 0
+}
+
+// dropReader forgets r, whose version is gone, unless another request
+// already replaced it.
+func (h *handle) dropReader(r *chain.Reader) {
+	h.of.mu.Lock()
+	if h.of.reader == r {
+		h.of.reader = nil
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	h.of.mu.Unlock()
 }
 
 // touch notes a change of the staged content by a request, and returns the
