@@ -16,7 +16,7 @@ export CKPTFS_REQUIRE_DEPS := 1
 export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
 export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
-.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin fuzz report clean series
 
 all: build
 
@@ -99,6 +99,12 @@ demo-remote: deps build
 # and docs/img/*.png. About a quarter of an hour on 2 cores.
 bench: deps build series
 	$(GO) run ./integration/benchrun --bin $(BIN) --python $(PYTHON) --series $(SERIES) --out docs
+
+# Static binaries for a lent many-core machine without Go, and the script
+# that runs the save-speed figures there (integration/benchrun/device.sh).
+device-bin:
+	CGO_ENABLED=0 $(GO) build -ldflags '-s -w $(LDFLAGS)' -o .device/ckptfs ./cmd/ckptfs
+	CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o .device/benchrun ./integration/benchrun
 
 # Codec ratio and speed table (docs/CODECS.md).
 report: series

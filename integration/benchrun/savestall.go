@@ -98,8 +98,12 @@ func runSaveStallSection(b *bench) error {
 	}()
 	script := filepath.Join(b.root, "integration/py/writers.py")
 	args := func(out string) []string {
-		return []string{script, "hf-trainer", "--layers", "4", "--width", "256", "--every", strconv.Itoa(trainerEvery),
-			"--saves", strconv.Itoa(trainerSaves), "--keep", "3", "--out", out}
+		a := []string{script, "hf-trainer", "--layers", strconv.Itoa(b.trainer.layers), "--width", strconv.Itoa(b.trainer.width),
+			"--every", strconv.Itoa(trainerEvery), "--saves", strconv.Itoa(trainerSaves), "--keep", "3", "--out", out}
+		if b.trainer.gpu {
+			a = append(a, "--gpu")
+		}
+		return a
 	}
 	sec := &SaveStall{Command: b.display(append([]string{py}, args("OUT")...)...) + "  (OUT in the mount, in a plain directory and in the loopback, in turn)",
 		PythonVersion: py}

@@ -168,7 +168,8 @@ def hf_trainer(a, arc):
     args = TrainingArguments(output_dir=a.out, max_steps=a.saves * STEPS_PER_SAVE, per_device_train_batch_size=8,
                              learning_rate=1e-3, optim="adamw_torch", save_strategy="steps",
                              save_steps=STEPS_PER_SAVE, save_total_limit=a.keep,
-                             logging_steps=STEPS_PER_SAVE, report_to="none", use_cpu=True, seed=0, data_seed=0,
+                             logging_steps=STEPS_PER_SAVE, report_to="none",
+                             use_cpu=not (a.gpu and torch.cuda.is_available()), seed=0, data_seed=0,
                              dataloader_num_workers=0, disable_tqdm=True)
     # transformers 5 always saves safetensors (its save_safetensors argument is gone).
     ArchivingTrainer(model=model, args=args, train_dataset=DS()).train()
@@ -338,6 +339,7 @@ def main():
     p.add_argument("--layers", type=int, default=SIZE["n_layer"], help="GPT-2 layers")
     p.add_argument("--width", type=int, default=SIZE["n_embd"], help="GPT-2 width (n_embd)")
     p.add_argument("--keep", type=int, default=2, help="hf-trainer: save_total_limit")
+    p.add_argument("--gpu", action="store_true", help="hf-trainer: train on the GPU where there is one (default: the CPU)")
     a = p.parse_args()
     if a.saves < 1 or a.every < 1:
         p.error("--saves and --every must be positive")

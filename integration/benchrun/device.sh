@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The save-speed figures on a many-core machine, in one short run: torch.save
+# of a ~1 GiB training state, a Hugging Face Trainer saving ~1.2 GB
+# checkpoints (GPT-2, 8 layers of 1024, AdamW, on the GPU where there is one)
+# and the make-bench Trainer (4 layers of 256, on the CPU), each into a ckptfs
+# mount (passthrough and daemon-written for the 1 GiB save), a go-fuse
+# passthrough loopback and a plain directory, side by side.
+#
+#   make device-bin     # here: static binaries in .device/
+#   bash integration/benchrun/device.sh .device OUT   # there, as root, in the repository
+#
+# Each part has its own time limit and writes OUT/NAME.json (benchrun's
+# results) and OUT/NAME.log, so that a part cut short leaves the others'.
+# Needs python3 with torch and transformers, /dev/fuse, and root.
+set -u
+bin=$(cd "$1" && pwd)
+out=$(mkdir -p "$2" && cd "$2" && pwd)
+py=${CKPTFS_PYTHON:-$(command -v python3)}
+export CKPTFS_PYTHON=$py PYTHONUNBUFFERED=1
+
+{
+	echo "cores $(nproc), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r)"
+	ls -l /dev/fuse
+	"$py" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "cuda", torch.cuda.is_available())'
+} 2>&1 | tee "$out/machine.log"
+
+# part NAME SECONDS BENCHRUN-FLAGS...
+part() {
+	local name=$1 limit=$2
+	shift 2
+	local dir
+	dir=$(mktemp -d)
+	echo "== $name (at most $limit s)"
+	timeout --kill-after=20 "$limit" "$bin/benchrun" --bin "$bin/ckptfs" --python "$py" --out "$dir" "$@" >"$out/$name.log" 2>&1
+	echo "exit $? after $SECONDS s"
+	tail -n 5 "$out/$name.log"
+	cp "$dir/benchmarks.json" "$out/$name.json" 2>/dev/null
+	# a part killed at its limit may leave its mounts behind
+	grep -o ' /tmp/ckptfs-bench-[^ ]*' /proc/mounts | xargs -r -n1 umount -l 2>/dev/null
+}
+
+part save1g 240 --only save1g --reps 3
+part trainer1g 180 --only savestall --reps 2 --trainer-layers 8 --trainer-width 1024 --trainer-gpu
+part trainer 110 --only savestall --reps 3
