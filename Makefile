@@ -16,7 +16,7 @@ export CKPTFS_REQUIRE_DEPS := 1
 export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
 export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
-.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin wheel fuzz report clean series
 
 all: build
 
@@ -105,6 +105,18 @@ bench: deps build series
 device-bin:
 	CGO_ENABLED=0 $(GO) build -ldflags '-s -w $(LDFLAGS)' -o .device/ckptfs ./cmd/ckptfs
 	CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o .device/benchrun ./integration/benchrun
+
+# The Python wheels (python/): the package and a static ckptfs program, one
+# wheel per machine type, in dist/. Their version is the program's own.
+WHEEL_BUILD := $(CACHE)/wheel
+wheel: build
+	rm -f dist/ckptfs-*.whl
+	for arch in amd64:x86_64 arm64:aarch64; do \
+		CGO_ENABLED=0 GOARCH=$${arch%%:*} $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+			-o $(WHEEL_BUILD)/$${arch%%:*}/ckptfs ./cmd/ckptfs && \
+		$(PYTHON) python/build_wheel.py --binary $(WHEEL_BUILD)/$${arch%%:*}/ckptfs --arch $${arch##*:} \
+			--version "$$($(BIN) version | cut -d' ' -f2)" --out dist || exit 1; \
+	done
 
 # Codec ratio and speed table (docs/CODECS.md).
 report: series

@@ -16,54 +16,6 @@ import (
 	"github.com/ckptfs/ckptfs/chain/storedir"
 )
 
-// version is set at build time with -ldflags "-X main.version=..." (make
-// build stamps git describe); without it, versionString falls back to the
-// module's build information.
-var version string
-
-// versionString is the version stamped at build time, else the module
-// version go install recorded, else the VCS revision go build recorded,
-// else "devel".
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if rev != "" {
-		return "devel-" + rev[:min(12, len(rev))] + dirty
-	}
-	return "devel"
-}
-
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of ckptfs",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "ckptfs %s\n", versionString())
-			return err
-		},
-	}
-}
-
 func newRootCommand() *cobra.Command {
 	var logLevel, memLimit string
 	root := &cobra.Command{
@@ -149,6 +101,6 @@ func main() {
 		if !errors.As(err, &reported) {
 			fmt.Fprintln(os.Stderr, "ckptfs:", err)
 		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

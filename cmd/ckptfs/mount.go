@@ -63,7 +63,7 @@ MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mp, err := checkMountpoint(args[0])
 			if err != nil {
-				return err
+				return withExit(exitMountPoint, err)
 			}
 			if f.store == "" {
 				if f.store, err = defaultStoreDir(mp); err != nil {
@@ -71,13 +71,13 @@ MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".`,
 				}
 			}
 			if err := checkStoreOutside(f.store, mp); err != nil {
-				return err
+				return withExit(exitStore, err)
 			}
 			if err := checkStoreTrusted(f.store); err != nil {
-				return err
+				return withExit(exitStore, err)
 			}
-			if _, err := os.Stat("/dev/fuse"); err != nil {
-				return fmt.Errorf("/dev/fuse is missing (%w): load the fuse module, or give the container --device /dev/fuse", err)
+			if err := checkFUSE(); err != nil {
+				return err
 			}
 			pol, err := f.policy.policy()
 			if err != nil {
@@ -311,7 +311,7 @@ func daemonize(out io.Writer, mp, store string) error {
 	// A store in use is refused before its log is opened: the log belongs
 	// to the daemon that holds it.
 	if storeLocked(store) {
-		return fmt.Errorf("store %s is in use by another ckptfs daemon", store)
+		return withExit(exitStore, fmt.Errorf("store %s is in use by another ckptfs daemon", store))
 	}
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return fmt.Errorf("store %s: %w", store, err)
