@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: mount ckptfs, train a small GPT-2 (built from a config, byte
+# make demo: mount ckptfs through its Python API, train a small GPT-2 (built from a config, byte
 # vocabulary, a built-in text) with the Hugging Face Trainer, which saves
 # checkpoint-N/ directories into the mount (model.safetensors, optimizer.pt,
 # ...) and rotates the oldest away (save_total_limit); verify every file byte
@@ -33,38 +33,10 @@ step "reference run: the same training into a plain directory"
 mv "$RUN" "$PLAIN"
 mkdir "$RUN"
 
-step "mount ckptfs at $RUN (store $STORE; a 512 MiB simulated SSD preconditioned to a worn-in state, so saves cause erases)"
-"$BIN" mount --store "$STORE" --precondition --device-size 512MiB "$RUN"
-echo "saves reach the store through $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["save_mode"])' "$RUN/.ckptfs/stats.json") staging files (passthrough: the kernel serves them; daemon-written: without FUSE passthrough)"
+# Mount, train, verify and report through the Python API (python/ckptfs,
+# the package the wheel installs; here from the checkout, with this build).
+PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} CKPTFS_BINARY=$BIN "$PY" integration/demo/demo_train.py \
+	--run "$RUN" --plain "$PLAIN" --store "$STORE" -- "${TRAIN[@]}" 2> >(grep -v -e '^Writing model shards' -e 'loss_type=None' >&2)
 
-step "train: GPT-2 (4 layers, 256 wide, 3.2 M parameters), AdamW, 300 steps; the Hugging Face Trainer saves checkpoint-N/ every 50 steps and keeps the last 3"
-"$PY" "${TRAIN[@]}" --out "$RUN" 2> >(grep -v -e '^Writing model shards' -e 'loss_type=None' >&2)
-ls -l "$RUN" "$RUN/$(ls "$RUN" | sort -t- -k2 -n | tail -1)"
-
-step "verify: every file byte for byte against the plain run, then load every checkpoint back"
-diff -r "$RUN" "$PLAIN" && echo "all $(find "$PLAIN" -type f | wc -l) files identical"
-"$PY" - "$RUN" "$PLAIN" <<'PYEOF'
-import os, sys, torch
-from safetensors.torch import load_file
-mnt, plain = sys.argv[1:3]
-n = 0
-for root, _, files in os.walk(mnt):
-    for f in sorted(files):
-        p = os.path.join(root, f)
-        q = os.path.join(plain, os.path.relpath(p, mnt))
-        if f.endswith(".safetensors"):
-            a, b = load_file(p), load_file(q)
-            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), p
-            n += 1
-        elif f.endswith((".pt", ".pth", ".bin")):
-            torch.load(p, weights_only=False)
-            n += 1
-print("loaded %d checkpoint files from the mount (safetensors tensors equal to the plain run's)" % n)
-PYEOF
-
-step "report: what the simulated SSD wrote, against a plain filesystem (the shadow device)"
-"$BIN" stats --files "$RUN"
-
-step "unmount, then fsck --deep (rebuild every file, check every chunk)"
-"$BIN" umount "$RUN"
+step "fsck --deep of the unmounted store (rebuild every file, check every chunk)"
 "$BIN" fsck --deep --store "$STORE"

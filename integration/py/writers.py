@@ -171,8 +171,20 @@ def hf_trainer(a, arc):
                              logging_steps=STEPS_PER_SAVE, report_to="none",
                              use_cpu=not (a.gpu and torch.cuda.is_available()), seed=0, data_seed=0,
                              dataloader_num_workers=0, disable_tqdm=True)
+    callbacks = []
+    if a.ckptfs_callback:
+        # The Python API's callback (python/ckptfs): each save's figures in
+        # the Trainer's log, and a line per save on stdout.
+        import logging
+
+        from ckptfs.callbacks import TrainerCallback
+
+        handler = logging.StreamHandler(sys.stdout)
+        logging.getLogger("ckptfs").addHandler(handler)
+        logging.getLogger("ckptfs").setLevel(logging.INFO)
+        callbacks.append(TrainerCallback())
     # transformers 5 always saves safetensors (its save_safetensors argument is gone).
-    ArchivingTrainer(model=model, args=args, train_dataset=DS()).train()
+    ArchivingTrainer(model=model, args=args, train_dataset=DS(), callbacks=callbacks).train()
 
 
 def save_pretrained_sharded(a, arc):
@@ -339,6 +351,8 @@ def main():
     p.add_argument("--layers", type=int, default=SIZE["n_layer"], help="GPT-2 layers")
     p.add_argument("--width", type=int, default=SIZE["n_embd"], help="GPT-2 width (n_embd)")
     p.add_argument("--keep", type=int, default=2, help="hf-trainer: save_total_limit")
+    p.add_argument("--ckptfs-callback", action="store_true",
+                   help="hf-trainer: add ckptfs.callbacks.TrainerCallback (the ckptfs package on the path)")
     p.add_argument("--gpu", action="store_true", help="hf-trainer: train on the GPU where there is one (default: the CPU)")
     a = p.parse_args()
     if a.saves < 1 or a.every < 1:

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""make demo's part inside the mount, through the Python API (python/ckptfs):
+mount, train with the Hugging Face Trainer and ckptfs's TrainerCallback
+(a line per save in the training's log), verify every file against the same
+training into a plain directory, print the report, unmount.
+
+    demo_train.py --run DIR --plain DIR --store DIR -- TRAINER-ARGS...
+"""
+import argparse
+import filecmp
+import json
+import os
+import subprocess
+import sys
+
+import ckptfs
+
+
+def step(text):
+    print("\n== " + text, flush=True)
+
+
+def without_ckptfs(state):
+    """trainer_state.json without the figures the callback logged: the plain
+    run, which had no mount to measure, logged none."""
+    state = dict(state)
+    history = []
+    for entry in state.get("log_history", []):
+        entry = {k: v for k, v in entry.items() if not k.startswith("ckptfs/")}
+        if set(entry) - {"epoch", "step"}:
+            history.append(entry)
+    state["log_history"] = history
+    return state
+
+
+def verify(run, plain):
+    import torch
+    from safetensors.torch import load_file
+
+    files = loaded = figures = 0
+    for root, _, names in os.walk(plain):
+        for name in sorted(names):
+            q = os.path.join(root, name)
+            p = os.path.join(run, os.path.relpath(q, plain))
+            files += 1
+            if name == "trainer_state.json":
+                with open(p) as f, open(q) as g:
+                    a, b = json.load(f), json.load(g)
+                assert without_ckptfs(a) == without_ckptfs(b), "%s differs beyond the ckptfs figures" % p
+                figures += any(k.startswith("ckptfs/") for e in a["log_history"] for k in e)
+            elif not filecmp.cmp(p, q, shallow=False):
+                raise SystemExit("demo: %s differs from the plain run's" % p)
+            if name.endswith(".safetensors"):
+                a, b = load_file(p), load_file(q)
+                assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), p
+                loaded += 1
+            elif name.endswith((".pt", ".pth", ".bin")):
+                torch.load(p, weights_only=False)
+                loaded += 1
+    if not figures:
+        raise SystemExit("demo: no trainer_state.json in the mount holds the callback's ckptfs figures")
+    extra = sum(len(n) for _, _, n in os.walk(run)) - files
+    if extra:
+        raise SystemExit("demo: the mount holds %d files the plain run does not" % extra)
+    print("all %d files identical to the plain run's (trainer_state.json apart from the ckptfs figures in its "
+          "log history); loaded %d checkpoint files back (safetensors tensors equal)" % (files, loaded))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", required=True)
+    p.add_argument("--plain", required=True)
+    p.add_argument("--store", required=True)
+    p.add_argument("train", nargs=argparse.REMAINDER)
+    a = p.parse_args()
+    train = [x for x in a.train if x != "--"]
+
+    step("mount ckptfs at %s through the Python API: ckptfs.mount(run, store=..., precondition=True, "
+         "device_size=\"512MiB\") (a simulated SSD preconditioned to a worn-in state, so saves cause erases)"
+         % a.run)
+    with ckptfs.mount(a.run, store=a.store, precondition=True, device_size="512MiB") as m:
+        print("mounted %s, ckptfs %s; saves reach the store through %s staging files (passthrough: the kernel "
+              "serves them; daemon-written: without FUSE passthrough)" % (m.path, ckptfs.version(),
+                                                                        m.stats()["save_mode"]))
+
+        step("train: GPT-2 (4 layers, 256 wide, 3.2 M parameters), AdamW, 300 steps; the Hugging Face Trainer "
+             "saves checkpoint-N/ every 50 steps and keeps the last 3; ckptfs.callbacks.TrainerCallback logs "
+             "each save's figures through the Trainer (the 'ckptfs/...' entries) and a line per save")
+        subprocess.run([sys.executable] + train + ["--out", m.path, "--ckptfs-callback"], check=True)
+        for d in sorted(os.listdir(m.path)):
+            print("%-20s %s" % (d, " ".join(sorted(os.listdir(os.path.join(m.path, d))))))
+
+        step("verify: every file byte for byte against the plain run, then load every checkpoint back")
+        verify(m.path, a.plain)
+
+        step("report: what the simulated SSD wrote, against a plain filesystem (the shadow device)")
+        sys.stdout.flush()
+        subprocess.run([ckptfs.binary(), "stats", "--files", m.path], check=True)
+
+        step("unmount (leaving the with block waits until every commit is saved)")
+    print("unmounted %s" % a.run)
+
+
+if __name__ == "__main__":
+    main()
