@@ -194,7 +194,8 @@ def mount(path: PathLike, store: Optional[PathLike] = None, *, create: bool = Tr
 def read_stats(mount_point: PathLike) -> Dict[str, Any]:
     """The live report of the ckptfs mount at mount_point."""
     with open(os.path.join(os.fspath(mount_point), ".ckptfs", "stats.json")) as f:
-        return json.load(f)
+        report: Dict[str, Any] = json.load(f)
+    return report
 
 
 def mount_root(path: PathLike) -> Optional[str]:

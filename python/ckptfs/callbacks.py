@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import time
+from types import FrameType
 from typing import Any, Dict, Iterable, List, Optional
 
 from ckptfs import NotOnCkptfsError, file_info, mount_root, read_stats
@@ -113,7 +114,7 @@ class _Reporter:
 def _find_owner(callback: Any) -> Any:
     """The Hugging Face Trainer whose callback handler holds callback, found
     up the call stack of one of its events (no event hands the trainer over)."""
-    f = sys._getframe(1)
+    f: Optional[FrameType] = sys._getframe(1)
     while f is not None:
         obj = f.f_locals.get("self")
         handler = getattr(obj, "callback_handler", None)
@@ -124,9 +125,9 @@ def _find_owner(callback: Any) -> Any:
 
 
 def _make_trainer_callback() -> type:
-    import transformers
+    import transformers  # type: ignore[import-not-found, unused-ignore]
 
-    class TrainerCallback(transformers.TrainerCallback):
+    class TrainerCallback(transformers.TrainerCallback):  # type: ignore[misc, unused-ignore]
         """Logs each checkpoint-N/ saved into a ckptfs mount through
         Trainer.log, so that every reporting integration receives it."""
 
@@ -156,11 +157,11 @@ def _make_trainer_callback() -> type:
 
 def _make_lightning_callback(package: str) -> type:
     if package == "lightning":
-        from lightning.pytorch import Callback
+        from lightning.pytorch import Callback  # type: ignore[import-not-found, unused-ignore]
     else:
-        from pytorch_lightning import Callback
+        from pytorch_lightning import Callback  # type: ignore[import-not-found, no-redef, unused-ignore]
 
-    class LightningCallback(Callback):
+    class LightningCallback(Callback):  # type: ignore[misc, unused-ignore]
         """Logs each checkpoint file the trainer saves into a ckptfs mount
         to every logger of the trainer (log_metrics at the global step)."""
 
@@ -212,7 +213,7 @@ def __getattr__(name: str) -> type:
             _made[name] = _make_lightning_callback("pytorch_lightning")
         else:
             try:
-                import lightning.pytorch  # noqa: F401
+                import lightning.pytorch  # type: ignore[import-not-found, unused-ignore] # noqa: F401
                 package = "lightning"
             except ImportError:
                 package = "pytorch_lightning"
