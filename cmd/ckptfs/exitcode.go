@@ -45,21 +45,28 @@ func exitCode(err error) int {
 // fuseDevice is the kernel's FUSE device (tests replace it).
 var fuseDevice = "/dev/fuse"
 
-// checkFUSE opens /dev/fuse the way the mount will, so that a missing
-// module, a container without the device or a device the user may not open
-// is said before anything is created.
+// checkFUSE checks /dev/fuse before anything is created, so that a missing
+// module or a container without the device is said at once. Root opens it
+// the way the mount will; another user's mount goes through fusermount3,
+// which is setuid and opens it itself (the device may be 0600), so for
+// them only its presence is checked.
 func checkFUSE() error {
-	f, err := os.OpenFile(fuseDevice, os.O_RDWR, 0)
+	fi, err := os.Stat(fuseDevice)
 	if errors.Is(err, os.ErrNotExist) {
-		return withExit(exitNoFUSE, fmt.Errorf("/dev/fuse is missing (%w): load the fuse module, or give the container --device /dev/fuse", err))
+		return withExit(exitNoFUSE, fmt.Errorf("%s is missing (%w): load the fuse module, or give the container --device /dev/fuse", fuseDevice, err))
 	}
 	if err != nil {
-		return withExit(exitNoFUSE, fmt.Errorf("/dev/fuse cannot be opened (%w): FUSE is not usable here", err))
+		return withExit(exitNoFUSE, fmt.Errorf("%s: %w: FUSE is not usable here", fuseDevice, err))
 	}
-	fi, err := f.Stat()
-	f.Close()
-	if err == nil && fi.Mode()&os.ModeCharDevice == 0 {
-		return withExit(exitNoFUSE, errors.New("/dev/fuse is not a character device: FUSE is not usable here"))
+	if fi.Mode()&os.ModeCharDevice == 0 {
+		return withExit(exitNoFUSE, fmt.Errorf("%s is not a character device: FUSE is not usable here", fuseDevice))
 	}
-	return err
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	f, err := os.OpenFile(fuseDevice, os.O_RDWR, 0)
+	if err != nil {
+		return withExit(exitNoFUSE, fmt.Errorf("%s cannot be opened (%w): FUSE is not usable here", fuseDevice, err))
+	}
+	return f.Close()
 }

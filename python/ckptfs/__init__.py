@@ -158,8 +158,8 @@ def mount(path: PathLike, store: Optional[PathLike] = None, *, create: bool = Tr
     store is the store directory (default: ckptfs's own, under
     ~/.local/share/ckptfs/stores/, found again at the next mount of the same
     path). Other keyword arguments are `ckptfs mount` flags: codec="zstd" is
-    --codec=zstd, cache_mib=256 is --cache-mib=256, passthrough=False is
-    --passthrough=false, a True value the bare flag.
+    --codec=zstd, cache_mib=256 is --cache-mib=256, sync_close=False is
+    --sync-close=false, a True value the bare flag (no_passthrough=True).
 
     Raises FuseUnavailableError, MountPointError or StoreError for those
     refusals, MountError for any other failure, each with the program's
