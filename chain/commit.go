@@ -40,6 +40,13 @@ func (s *Store) discard(p *pendingVersion) {
 	}
 }
 
+// contentCtime is the ctime a commit of content modified at mtime records:
+// the inode changed when its content did, not when the store got to
+// encode it, so stat shows the same ctime before and after a background
+// commit; a change recorded since (chmod, utimens of a staged file) keeps
+// its later ctime.
+func contentCtime(ctime, mtime int64) int64 { return max(ctime, mtime) }
+
 func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change, mtime int64) error {
 	n, err := tx.mtx.Inode(ino)
 	if err != nil {
@@ -80,7 +87,7 @@ func (tx *txn) commitVersion(ino meta.Ino, p *pendingVersion, change wear.Change
 	if mtime == 0 {
 		mtime = tx.s.now().UnixNano()
 	}
-	n.Version, n.Size, n.Mtime, n.Ctime = v.ID, v.Size, mtime, tx.s.now().UnixNano()
+	n.Version, n.Size, n.Mtime, n.Ctime = v.ID, v.Size, mtime, contentCtime(n.Ctime, mtime)
 	if err := tx.mtx.PutInode(n); err != nil {
 		return err
 	}

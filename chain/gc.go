@@ -122,11 +122,14 @@ func (tx *txn) freeVersion(v *meta.Version) error {
 	return nil
 }
 
-// dropContent releases what a deleted inode held: its content and its
-// shadow pages (the namespace's Drop hook).
+// dropContent releases what a deleted inode held: its content, its shadow
+// pages and the space fallocate reserved for it (the namespace's Drop
+// hook).
 func (tx *txn) dropContent(n *meta.Inode) error {
 	if err := tx.shadowRelease(n.Ino); err != nil {
 		return err
 	}
+	s, ino := tx.s, n.Ino
+	tx.mtx.OnCommit(func() { s.dropReserved(ino) })
 	return tx.releaseVersion(n.Version, liveClaim)
 }

@@ -65,10 +65,13 @@ type FSStat struct {
 	Inodes    uint64
 }
 
-// Statfs reports the backend's space and what is free in it.
+// Statfs reports the backend's space and what is free in it: its free
+// blocks less those fallocate holds for files being written
+// (ReserveSpace), which a plain filesystem would have allocated already.
 func (s *Store) Statfs() FSStat {
 	var inodes uint64
 	_ = s.db.View(func(tx *meta.Tx) error { inodes = tx.Counter("next_ino"); return nil })
 	total, free := s.data.Space()
+	free = max(0, free-s.reservedFiles())
 	return FSStat{PageSize: s.blockSize, Pages: total, FreePages: free, Inodes: inodes}
 }

@@ -224,7 +224,7 @@ func (tx *txn) commitEmpty(ino meta.Ino, change wear.Change, mtime int64) error 
 	if mtime == 0 {
 		mtime = tx.s.now().UnixNano()
 	}
-	n.Version, n.Size, n.Mtime, n.Ctime = 0, 0, mtime, tx.s.now().UnixNano()
+	n.Version, n.Size, n.Mtime, n.Ctime = 0, 0, mtime, contentCtime(n.Ctime, mtime)
 	if err := tx.mtx.PutInode(n); err != nil {
 		return err
 	}

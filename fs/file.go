@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -71,6 +73,9 @@ func (h *handle) staged() *stagedFile {
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if h.pt {
 		h.n.fsys.passthroughRefused()
+	}
+	if h.of.atimeCheckDue(nowNano()) {
+		h.n.accessed() // the kernel updates no atime of a FUSE file
 	}
 	for {
 		if sf := h.staged(); sf != nil {
@@ -314,18 +319,115 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 }
 
 // Allocate is the host filesystem's fallocate on the staging file, every
-// mode it supports (preallocation, KEEP_SIZE, punching holes, ...).
+// mode it supports (preallocation, KEEP_SIZE, punching holes, ...). What
+// it allocates is reserved on the device first, so a fallocate beyond the
+// free space df shows fails with ENOSPC and changes nothing (space.go).
+// By a caller other than root it clears setuid and setgid bits as a write
+// does (killPrivilegesOnChange).
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
-	sf, errno := h.touch()
-	if errno != 0 {
-		return errno
-	}
 	if off+size > maxFileSize {
 		return syscall.EFBIG
 	}
-	return toErrno(sf.use(func(f *os.File) error {
+	fsys, ino := h.n.fsys, h.n.ino
+	sf := h.staged()
+	if sf == nil {
+		return syscall.EBADF
+	}
+	reserved, err := fsys.reserveFallocate(ino, sf, mode, int64(off), int64(size))
+	if err != nil {
+		return toErrno(err)
+	}
+	grown := int64(0)
+	defer func() { fsys.settleFallocate(ino, reserved, grown) }()
+	// The kernel sends fallocate of a passthrough handle here too (it
+	// serves only reads, writes and mmap from the backing file): unlike a
+	// write, it is no sign that passthrough was refused.
+	plain := *h
+	plain.pt = false
+	sf, errno := plain.touch()
+	if errno != 0 {
+		return errno
+	}
+	if errno := h.n.killPrivilegesOnChange(ctx); errno != 0 {
+		return errno
+	}
+	before, _ := allocatedBytes(sf)
+	err = sf.use(func(f *os.File) error {
 		return unix.Fallocate(int(f.Fd()), mode, int64(off), int64(size))
-	}))
+	})
+	after, _ := allocatedBytes(sf)
+	grown = after - before
+	return toErrno(err)
+}
+
+// killPrivilegesOnChange clears what a change of the content by a caller
+// without CAP_FSETID (here: other than root) clears on a plain filesystem
+// (Linux's setattr_should_drop_suidgid): killPrivileges's setuid bit,
+// setgid bit of a group-executable file and security.capability, and the
+// setgid bit of a file whose group the caller is not in. The mount handles
+// killing privileges (HANDLE_KILLPRIV_V2), so the kernel leaves it to us,
+// and a fallocate request carries no flag for it. A changed mode is
+// announced to the kernel: it keeps the mode it cached (stat -c %a asks
+// for nothing else) though fallocate invalidates the size and times.
+func (n *Node) killPrivilegesOnChange(ctx context.Context) syscall.Errno {
+	caller, ok := fuse.FromContext(ctx)
+	if !ok || caller.Uid == 0 {
+		return 0
+	}
+	in, err := n.fsys.store.Inode(n.ino)
+	if err != nil {
+		return toErrno(err)
+	}
+	mode := in.Mode
+	if errno := n.killPrivileges(ctx); errno != 0 {
+		return errno
+	}
+	if in, err = n.fsys.store.Inode(n.ino); err != nil {
+		return toErrno(err)
+	}
+	if in.Mode&syscall.S_ISGID != 0 && !inGroup(caller, in.Gid) {
+		in, err = n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
+			ino.Mode &^= syscall.S_ISGID
+			return nil
+		})
+		if err != nil {
+			return toErrno(err)
+		}
+	}
+	if in.Mode != mode {
+		// Attributes only (offset -1): no page locks, so it may be sent
+		// from inside the request.
+		n.NotifyContent(-1, 0)
+	}
+	return 0
+}
+
+// inGroup reports whether the caller is in group gid: its own (the FUSE
+// request's) or one of its supplementary groups, which only the caller's
+// /proc status tells. Where that cannot be read, not in it: the setgid bit
+// is cleared rather than kept.
+func inGroup(caller *fuse.Caller, gid uint32) bool {
+	if caller.Gid == gid {
+		return true
+	}
+	if caller.Pid == 0 {
+		return false
+	}
+	status, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(caller.Pid), 10) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if groups, ok := strings.CutPrefix(line, "Groups:"); ok {
+			for _, g := range strings.Fields(groups) {
+				if g == strconv.FormatUint(uint64(gid), 10) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
 }
 
 var _ gofs.NodeFsyncer = (*Node)(nil)

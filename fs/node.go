@@ -54,6 +54,8 @@ type FS struct {
 	stagedBytes atomic.Int64
 	dirtyExpire time.Duration
 	dirtyLimit  int64
+
+	atimeMode atomic.Int32 // an AtimeMode (SetAtimeMode)
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
@@ -133,34 +135,83 @@ func (f *FS) forget(ino chain.Ino) {
 	}
 }
 
-// path is the node's path below the root, which names its family.
-func (n *Node) path() string { return n.Path(nil) }
+// path is the node's path below the root, which names its family; the
+// store's name for it where go-fuse's tree has none to the root (a file
+// opened by handle, export.go).
+func (n *Node) path() string {
+	if p, ok := n.treePath(); ok {
+		return p
+	}
+	return n.fsys.storePath(n.ino)
+}
 
 func (n *Node) child(ctx context.Context, in *chain.Inode, out *fuse.EntryOut) *gofs.Inode {
 	if n.fsys.fillAttr(in, &out.Attr) {
-		out.SetAttrTimeout(0)
+		out.SetAttrTimeout(stagedAttrTimeout)
 	}
 	n.fsys.open.remember(in.Ino)
 	node := &Node{fsys: n.fsys, ino: in.Ino}
-	return n.NewInode(ctx, node, gofs.StableAttr{Mode: in.Mode & syscall.S_IFMT, Ino: uint64(in.Ino)})
+	return n.NewInode(ctx, node, stableAttr(in))
 }
 
-// fillAttr converts an inode; a staged file's size and modification time
-// win over the committed ones. Blocks (what du and ls -s show) count the
+// stagedAttrTimeout is how long the kernel may keep a staged file's
+// attributes: one jiffy. Zero would not do: go-fuse replaces a zero
+// timeout with the mount's (a second), and stat would miss a truncate's
+// times, or a commit's blocks, for that long.
+const stagedAttrTimeout = time.Nanosecond
+
+// stagedOf is ino's staging file, or nil while its content is the
+// committed one.
+func (f *FS) stagedOf(ino chain.Ino) *stagedFile {
+	if of := f.open.get(ino); of != nil {
+		return of.staged.Load()
+	}
+	return nil
+}
+
+// stagedView is in as stat shows it while sf (nil: none) holds its
+// content: the staging file's size and mtime, and a ctime no older than
+// that mtime, since a write or a truncate changes both (the commit records
+// the same, chain's contentCtime). staged is false when sf holds nothing:
+// nil, or gone with its commit, which landed after in was read: in is read
+// again then.
+func (f *FS) stagedView(in *chain.Inode, sf *stagedFile) (view *chain.Inode, staged bool) {
+	if sf == nil {
+		return in, false
+	}
+	size, mtime, ok := sf.attr()
+	if !ok {
+		if fresh, err := f.store.Inode(in.Ino); err == nil {
+			return fresh, false
+		}
+		return in, false
+	}
+	v := *in
+	v.Size, v.Mtime, v.Ctime = size, mtime, max(in.Ctime, mtime)
+	return &v, true
+}
+
+// fillAttr converts an inode; a staged file's size and times win over the
+// committed ones (stagedView). Blocks (what du and ls -s show) count the
 // bytes the store keeps for the committed version, so du of a mount shows
 // what the checkpoints cost on flash; while a file is staged, the logical
-// size.
+// size, or its staging file's allocated bytes if fallocate holds space for
+// it and they are more (space.go).
 func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) (staged bool) {
-	size, mtime := in.Size, in.Mtime
-	writing := false
-	if of := f.open.get(in.Ino); of != nil {
-		if sf := of.staged.Load(); sf != nil {
-			if s, m, ok := sf.attr(); ok {
-				size, mtime, writing = s, m, true
-			}
-		}
+	return f.fillAttrStaged(in, f.stagedOf(in.Ino), out)
+}
+
+// fillAttrStaged is fillAttr with sf, the inode's staging file looked up
+// before in was read: a commit records the inode before it lets go of its
+// staging file, so the committed attributes never come from an in read
+// before the commit landed.
+func (f *FS) fillAttrStaged(in *chain.Inode, sf *stagedFile, out *fuse.Attr) (staged bool) {
+	in, writing := f.stagedView(in, sf)
+	size, fallocated := in.Size, int64(0)
+	if writing {
+		fallocated = f.fallocatedBytes(in.Ino, sf)
 	}
-	allocated := size
+	allocated := max(size, fallocated)
 	if !writing && in.Version != 0 && size > smallFileMax {
 		if stored, ok := f.storedBytes(in); ok {
 			allocated = stored
@@ -174,7 +225,7 @@ func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) (staged bool) {
 	out.Size = uint64(size)
 	out.Blksize = 4096
 	out.Blocks = (uint64(allocated) + 511) / 512
-	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, mtime), time.Unix(0, in.Ctime)
+	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, in.Mtime), time.Unix(0, in.Ctime)
 	out.SetTimes(&at, &mt, &ct)
 	return writing
 }
@@ -208,14 +259,95 @@ const storedCacheMax = 1 << 16
 // Getattr reports the inode's attributes. The attributes of a staged file
 // are not cached by the kernel: its blocks change when it is committed.
 func (n *Node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	sf := n.fsys.stagedOf(n.ino) // before the inode: fillAttrStaged
 	in, err := n.fsys.store.Inode(n.ino)
 	if err != nil {
 		return toErrno(err)
 	}
-	if n.fsys.fillAttr(in, &out.Attr) {
-		out.SetTimeout(0)
+	if n.fsys.fillAttrStaged(in, sf, &out.Attr) {
+		out.SetTimeout(stagedAttrTimeout)
 	}
 	return 0
+}
+
+// AtimeMode says when reads update a file's access time, as the mount
+// options relatime, noatime and strictatime do.
+type AtimeMode int32
+
+const (
+	// Relatime, the default: when the atime is older than the mtime or
+	// the ctime, or than a day.
+	Relatime AtimeMode = iota
+	// Noatime: never.
+	Noatime
+	// Strictatime: at every read.
+	Strictatime
+)
+
+// SetAtimeMode sets when reads update access times (Relatime unless set;
+// a read-only mount wants Noatime).
+func (f *FS) SetAtimeMode(m AtimeMode) { f.atimeMode.Store(int32(m)) }
+
+// atimeDue is Linux's rule (atime_needs_update, relatime_need_update):
+// whether a read at now updates an atime of at, in mode, for a file whose
+// stat shows the mtime mt and the ctime ct.
+func atimeDue(mode AtimeMode, at, mt, ct, now int64) bool {
+	switch {
+	case mode == Noatime || at == now:
+		return false
+	case mode == Strictatime:
+		return true
+	}
+	return mt >= at || ct >= at || now-at >= int64(24*time.Hour)
+}
+
+// atimeStale reports whether a read at now would update the atime of the
+// regular file, by the mount's rule (atimeDue) and the times stat shows.
+// It costs a metadata read.
+func (n *Node) atimeStale(now int64) bool {
+	f := n.fsys
+	mode := AtimeMode(f.atimeMode.Load())
+	if mode == Noatime || n.StableAttr().Mode != syscall.S_IFREG {
+		return false
+	}
+	sf := f.stagedOf(n.ino) // before the inode: fillAttrStaged
+	in, err := f.store.Inode(n.ino)
+	if err != nil {
+		return false
+	}
+	v, _ := f.stagedView(in, sf)
+	return atimeDue(mode, v.Atime, v.Mtime, v.Ctime, now)
+}
+
+// accessed records a read the daemon serves (Read) in the atime where the
+// mount's rule says so: the kernel updates no atime of a FUSE file. Under
+// relatime that is a metadata transaction per file and change or day.
+// A failure costs only the update (a read-only store).
+func (n *Node) accessed() {
+	now := time.Now().UnixNano()
+	if !n.atimeStale(now) {
+		return
+	}
+	if err := n.fsys.store.SetAtime(n.ino, now); err != nil {
+		logrus.WithError(err).Debugf("atime of %s not updated", n.path())
+		return
+	}
+	n.NotifyContent(-1, 0) // the kernel's attributes hold the old atime; its pages stay
+}
+
+// readerOpened prepares a reader's open (chooseMode) for its atime: the
+// kernel serves reads from its page cache without telling the daemon, so
+// where a read would update the atime the open drops the file's pages
+// (markStale: the open does not keep the cache) and the first read that
+// reaches the daemon checks. The open itself is no access: a file opened
+// and never read keeps its atime, as on any filesystem. A passthrough
+// reader (of a file being written through passthrough), and a read of an
+// empty file (the kernel asks nothing), leave the atime.
+func (n *Node) readerOpened(of *openFile) {
+	if n.atimeStale(time.Now().UnixNano()) {
+		of.atimeChecked.Store(0)
+		n.fsys.markStale(n.ino)
+	}
 }
 
 // Setattr changes size, mode, owner and times.
@@ -328,7 +460,9 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 	return 0
 }
 
-// Statfs reports the device's logical capacity and free space.
+// Statfs reports the device's logical capacity and free space, less what
+// fallocate holds for files being written: the free space fallocate is
+// checked against (space.go). Staging files, on the host, do not count.
 func (n *Node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	st := n.fsys.store.Statfs()
 	out.Bsize = uint32(st.PageSize)

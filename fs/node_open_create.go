@@ -94,7 +94,7 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	}
 	n.fsys.fillAttr(in, &out.Attr)
 	n.fsys.open.remember(in.Ino)
-	child := n.NewInode(ctx, &Node{fsys: n.fsys, ino: in.Ino}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: uint64(in.Ino)})
+	child := n.NewInode(ctx, &Node{fsys: n.fsys, ino: in.Ino}, stableAttr(in))
 	h, errno := child.Operations().(*Node).openHandle(flags, true)
 	if errno != 0 {
 		return nil, nil, 0, errno

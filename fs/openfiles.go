@@ -3,6 +3,7 @@ package fs
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
 )
@@ -39,6 +40,18 @@ type openFile struct {
 	// begun is the commit queued at the close of the last writer, run
 	// after its release (writeback.go).
 	begun *begunCommit
+	// atimeChecked is when a read last checked the atime (Node.accessed),
+	// in Unix nanoseconds: reads check it at most once a second, the first
+	// after an open that found it stale (readerOpened) at once.
+	atimeChecked atomic.Int64
+}
+
+// atimeCheckDue reports whether a read at now should check the atime: a
+// second after the last check, so that a stream of reads costs no
+// metadata read each.
+func (of *openFile) atimeCheckDue(now int64) bool {
+	last := of.atimeChecked.Load()
+	return now-last >= int64(time.Second) && of.atimeChecked.CompareAndSwap(last, now)
 }
 
 // addWritable counts a handle of of that may write.

@@ -191,6 +191,7 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 			}
 		}
 		sf.committed, sf.charged, sf.born = false, false, time.Now()
+		n.stageTimes(sf, trunc)
 		return sf, 0
 	}
 	dir, err := f.stagingDir()
@@ -208,11 +209,21 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 			return nil, errno
 		}
 	}
-	// Until written, the file keeps the inode's times.
-	if in, err := f.store.Inode(n.ino); err == nil {
-		_ = os.Chtimes(file.Path(), time.Unix(0, in.Atime), time.Unix(0, in.Mtime))
-	}
+	n.stageTimes(sf, trunc)
 	return sf, 0
+}
+
+// stageTimes gives sf, the inode's new staging file, the inode's times:
+// until written, the file keeps them. Emptied of content (O_TRUNC), it
+// keeps its own, now, since a truncate changes mtime and ctime.
+func (n *Node) stageTimes(sf *stagedFile, trunc bool) {
+	in, err := n.fsys.store.Inode(n.ino)
+	if err != nil || trunc && in.Size > 0 {
+		return
+	}
+	_ = sf.use(func(*os.File) error {
+		return os.Chtimes(sf.Path(), time.Unix(0, in.Atime), time.Unix(0, in.Mtime))
+	})
 }
 
 // copyCommitted writes the committed content into sf (a file opened for
@@ -275,6 +286,9 @@ func (n *Node) copyCommitted(sf *stagedFile) syscall.Errno {
 // writer.
 func (n *Node) chooseMode(of *openFile, writable bool) (*stagedFile, bool) {
 	f := n.fsys
+	if !writable {
+		n.readerOpened(of) // before Open decides whether the kernel keeps its cache
+	}
 	if !f.PassthroughOn() || of.cached > 0 {
 		of.cached++
 		return nil, false

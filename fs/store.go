@@ -30,6 +30,12 @@ type Store interface {
 		flags uint32, isOpen func(chain.Ino) bool) error
 	Forget(ino chain.Ino) error
 	SetAttr(ino chain.Ino, fn func(n *chain.Inode) error) (*chain.Inode, error)
+	// SetAtime records a read's access time alone (no ctime change).
+	SetAtime(ino chain.Ino, atime int64) error
+	// Parent and PathOf find where an inode has a name (file handles,
+	// export.go; an open-by-handle file's family).
+	Parent(ino chain.Ino) (chain.Ino, string, error)
+	PathOf(ino chain.Ino) (string, error)
 
 	// Extended attributes.
 	Xattr(ino chain.Ino, name string) ([]byte, bool)
@@ -45,6 +51,11 @@ type Store interface {
 	Adopt(ino chain.Ino, path string) error
 	OpenVersion(id chain.VersionID) (*chain.Reader, error)
 	Info(ino chain.Ino) (*chain.FileInfo, error)
+
+	// Space fallocate holds for a file being written (space.go).
+	ReserveSpace(ino chain.Ino, bytes int64) error
+	UnreserveSpace(ino chain.Ino, bytes int64)
+	ReservedSpace(ino chain.Ino) int64
 
 	// The whole store.
 	Statfs() chain.FSStat

@@ -654,24 +654,56 @@ func (ns *Namespace) ListXattr(ino meta.Ino) []string {
 	return names
 }
 
-// SetXattr writes an extended attribute.
+// SetAtime records an access of inode ino at atime. Unlike SetAttr it
+// leaves the ctime alone: an access changes no attribute a user set, and
+// a ctime moved by reads would make the next read's relatime check update
+// the atime again.
+func (ns *Namespace) SetAtime(ino meta.Ino, atime int64) error {
+	err := ns.update(func(tx *txn) error {
+		n, err := tx.mtx.Inode(ino)
+		if err != nil {
+			return err
+		}
+		n.Atime = atime
+		ns.hooks.Changed()
+		return tx.mtx.PutInode(n)
+	})
+	return NotFound(fmt.Sprintf("set atime of inode %d", ino), err)
+}
+
+// SetXattr writes an extended attribute; the inode's ctime moves, as
+// setxattr(2)'s does.
 func (ns *Namespace) SetXattr(ino meta.Ino, name string, value []byte) error {
 	return ns.update(func(tx *txn) error {
-		if _, err := tx.mtx.Inode(ino); err != nil {
+		n, err := tx.mtx.Inode(ino)
+		if err != nil {
 			return NotFound("setxattr", err)
 		}
-		return tx.mtx.SetXattr(ino, name, value)
+		if err := tx.mtx.SetXattr(ino, name, value); err != nil {
+			return err
+		}
+		n.Ctime = ns.now().UnixNano()
+		return tx.mtx.PutInode(n)
 	})
 }
 
-// RemoveXattr deletes an extended attribute (ENODATA if absent).
+// RemoveXattr deletes an extended attribute (ENODATA if absent); the
+// inode's ctime moves.
 func (ns *Namespace) RemoveXattr(ino meta.Ino, name string) error {
 	return ns.update(func(tx *txn) error {
 		ok, err := tx.mtx.RemoveXattr(ino, name)
 		if err == nil && !ok {
 			err = errno("removexattr "+name, syscall.ENODATA)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		n, err := tx.mtx.Inode(ino)
+		if err != nil {
+			return NotFound("removexattr", err)
+		}
+		n.Ctime = ns.now().UnixNano()
+		return tx.mtx.PutInode(n)
 	})
 }
 
@@ -773,4 +805,34 @@ func (ns *Namespace) PathOf(ino meta.Ino) (string, error) {
 		return nil
 	})
 	return path, err
+}
+
+// errFound stops a scan of the directory entries at its first match.
+var errFound = errors.New("found")
+
+// Parent returns a directory that holds an entry for ino, and the entry's
+// name: a directory's one entry, the first in key order of a file's hard
+// links. No record links an inode to its names, so it scans the directory
+// entries, as PathOf does: for an inode the kernel asks for by number alone
+// (a file handle), not for hot paths. An inode with no name (the root, an
+// orphan, a deleted inode) is ENOENT.
+func (ns *Namespace) Parent(ino meta.Ino) (meta.Ino, string, error) {
+	var parent meta.Ino
+	var name string
+	err := ns.view(func(tx *txn) error {
+		return tx.mtx.ForEachDirent(func(p meta.Ino, n string, child meta.Ino) error {
+			if child != ino {
+				return nil
+			}
+			parent, name = p, n
+			return errFound
+		})
+	})
+	switch {
+	case errors.Is(err, errFound):
+		return parent, name, nil
+	case err != nil:
+		return 0, "", fmt.Errorf("parent of inode %d: %w", ino, err)
+	}
+	return 0, "", fmt.Errorf("parent of inode %d: %w", ino, syscall.ENOENT)
 }
