@@ -16,7 +16,7 @@ export CKPTFS_REQUIRE_DEPS := 1
 export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
 export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
-.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin wheel fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin wheel xfstests fuzz report clean series
 
 all: build
 
@@ -31,13 +31,16 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ckptfs
 
 # Installs bin/ckptfs as $(DESTDIR)$(PREFIX)/bin/ckptfs, building it only if
-# missing (so "make build && sudo make install" needs no Go under sudo).
+# missing (so "make build && sudo make install" needs no Go under sudo), and
+# links mount(8)'s helper to it: mount -t fuse.ckptfs runs
+# /sbin/mount.fuse.ckptfs (mount(8) looks in /sbin only, whatever PREFIX).
 $(BIN):
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ckptfs
 
 install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/sbin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ckptfs
+	ln -sfn $(PREFIX)/bin/ckptfs $(DESTDIR)/sbin/mount.fuse.ckptfs
 
 # System packages (fuse3, python3-torch, ...): installed when root and missing;
 # then the writers' venv, rebuilt only when requirements.txt changes.
@@ -117,6 +120,13 @@ wheel: build
 		$(PYTHON) python/build_wheel.py --binary $(WHEEL_BUILD)/$${arch%%:*}/ckptfs --arch $${arch##*:} \
 			--version "$$($(BIN) version | cut -d' ' -f2)" --out dist || exit 1; \
 	done
+
+# The generic "quick" group of fstests (xfstests, from ../shared/xfstests/)
+# against ckptfs mounts through mount -t fuse.ckptfs: pass/fail/not-run, and
+# a failure on any test not in integration/xfstests/expected-failures.txt.
+# Root; about 45 minutes; not part of make test (docs/POSIX.md).
+xfstests: build
+	BIN=$(BIN) integration/xfstests/run.sh
 
 # Codec ratio and speed table (docs/CODECS.md).
 report: series

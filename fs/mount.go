@@ -1,8 +1,13 @@
 package fs
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
+	"syscall"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -18,6 +23,10 @@ type MountOptions struct {
 	// NoPassthrough has the daemon write staging files even where the
 	// kernel could serve them (FUSE passthrough).
 	NoPassthrough bool
+	// Source is the mount's source in /proc/mounts and df (default "ckptfs").
+	Source string
+	// VFS are generic mount options: ro, noatime, dev, suid, ... (VFSFlags).
+	VFS []string
 }
 
 // Mount serves f at mountpoint and returns once the kernel has the mount.
@@ -31,18 +40,43 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 	// to splice them costs a pipe round trip per read, and fails (and
 	// logs) for 1 MiB reads, which outgrow the largest pipe.
 	o.DisableSplice = true
-	o.FsName = "ckptfs"
+	o.FsName = cmp.Or(opts.Source, "ckptfs")
 	o.Name = "ckptfs"
 	o.Options = []string{"default_permissions"}
+	vfs := opts.VFS
 	if opts.ReadOnly {
-		o.Options = append(o.Options, "ro")
+		vfs = append(vfs[:len(vfs):len(vfs)], "ro")
+	}
+	root := os.Geteuid() == 0
+	flags, err := VFSFlags(vfs, root)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	// The kernel leaves a FUSE file's access time to the daemon: relatime
+	// unless the options say otherwise, and a read-only mount writes none.
+	switch {
+	case flags&(syscall.MS_RDONLY|syscall.MS_NOATIME) != 0:
+		f.SetAtimeMode(Noatime)
+	case flags&syscall.MS_STRICTATIME != 0:
+		f.SetAtimeMode(Strictatime)
 	}
 	// O_TRUNC comes with the open, so a rewrite's staging file starts
 	// empty instead of holding a copy of the content it replaces; and the
 	// daemon clears setuid bits itself (killPrivileges), so the kernel does
 	// not ask for security.capability before each write.
 	o.ExtraCapabilities = fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_HANDLE_KILLPRIV_V2
-	o.DirectMount = os.Geteuid() == 0
+	exportable(o) // node IDs are inode numbers: file handles (export.go)
+	if root {
+		// mount(2) takes the generic options as flags (the kernel refuses
+		// "noatime" among FUSE's own options), and go-fuse's fallback to
+		// fusermount3 would mount without them: so no fallback.
+		o.DirectMountStrict, o.DirectMountFlags = true, flags
+		if flags == 0 {
+			o.DirectMountFlags = syscall.MS_MGC_VAL // 0 means go-fuse's default
+		}
+	} else {
+		o.Options = append(o.Options, vfs...) // fusermount3 parses them
+	}
 	o.AllowOther = opts.AllowOther
 	o.Debug = opts.Debug
 	server, err := gofs.Mount(mountpoint, f.Root(), o)
@@ -55,7 +89,7 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 	}
 	// MaxReadAhead above cannot raise the kernel's 128 KiB; the backing
 	// device's setting can, for root.
-	if o.DirectMount {
+	if root {
 		if kib, err := SetReadAhead(mountpoint, ReadAheadKiB); err != nil {
 			logrus.WithError(err).Warn("kernel read-ahead left at its default")
 		} else {
@@ -97,4 +131,48 @@ func stagingPath(f *FS) string {
 		return dir.Path()
 	}
 	return "(none)"
+}
+
+// vfsFlags are the generic mount options Mount takes, as the mount(2) flags
+// each sets and clears; fusermount3 takes the same names.
+var vfsFlags = map[string]struct{ set, clear uintptr }{
+	"ro":          {syscall.MS_RDONLY, 0},
+	"rw":          {0, syscall.MS_RDONLY},
+	"nosuid":      {syscall.MS_NOSUID, 0},
+	"suid":        {0, syscall.MS_NOSUID},
+	"nodev":       {syscall.MS_NODEV, 0},
+	"dev":         {0, syscall.MS_NODEV},
+	"noexec":      {syscall.MS_NOEXEC, 0},
+	"exec":        {0, syscall.MS_NOEXEC},
+	"noatime":     {syscall.MS_NOATIME, syscall.MS_RELATIME | syscall.MS_STRICTATIME},
+	"atime":       {0, syscall.MS_NOATIME},
+	"relatime":    {syscall.MS_RELATIME, syscall.MS_NOATIME | syscall.MS_STRICTATIME},
+	"strictatime": {syscall.MS_STRICTATIME, syscall.MS_NOATIME | syscall.MS_RELATIME},
+	"nodiratime":  {syscall.MS_NODIRATIME, 0},
+	"diratime":    {0, syscall.MS_NODIRATIME},
+}
+
+// IsVFSOption reports whether name is a generic mount option Mount takes.
+func IsVFSOption(name string) bool {
+	_, ok := vfsFlags[name]
+	return ok
+}
+
+// VFSFlags returns the mount(2) flags of the generic mount options opts,
+// applied in order over the default nosuid,nodev (fusermount3's too). dev
+// and suid are for root only: fusermount3 would ignore them for a user,
+// and the mount would quietly keep nodev,nosuid.
+func VFSFlags(opts []string, root bool) (uintptr, error) {
+	var flags uintptr = syscall.MS_NOSUID | syscall.MS_NODEV
+	for _, o := range opts {
+		f, ok := vfsFlags[o]
+		if !ok {
+			return 0, fmt.Errorf("unknown mount option %q (generic ones: %s)", o, strings.Join(slices.Sorted(maps.Keys(vfsFlags)), ", "))
+		}
+		if !root && (o == "dev" || o == "suid") {
+			return 0, fmt.Errorf("mount option %q needs root: a user's FUSE mount is always nodev,nosuid", o)
+		}
+		flags = flags&^f.clear | f.set
+	}
+	return flags, nil
 }

@@ -96,7 +96,18 @@ func limitMemoryTo(need int64) {
 var subcommands []func() *cobra.Command
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	root := newRootCommand()
+	if isMountHelper(os.Args[0]) {
+		done, err := setUpMountHelper(root, os.Args[1:], os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ckptfs:", err)
+			os.Exit(exitFailure)
+		}
+		if done {
+			return
+		}
+	}
+	if err := root.Execute(); err != nil {
 		var reported errReported
 		if !errors.As(err, &reported) {
 			fmt.Fprintln(os.Stderr, "ckptfs:", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -39,6 +40,10 @@ type mountFlags struct {
 	deviceSize   string
 	syncEvery    time.Duration
 	cpuProfile   string
+	options      string        // -o: generic mount options
+	vfs          []string      // -o's generic options, for fs.Mount
+	source       string        // the mount's source (default: the store)
+	wait         time.Duration // for a previous daemon of the store that is still saving
 	policy       policyFlags
 	remote       remoteFlags
 }
@@ -58,7 +63,11 @@ its store again (a store made by an older ckptfs, named by the path alone,
 is still found). The coding flags (` + codingFlagList() + `)
 apply to files written from now on; a setting whose flag is not given keeps
 the value the store was last mounted with. Unmount with "ckptfs umount
-MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".`,
+MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".
+
+mount(8) runs this program as /sbin/mount.fuse.ckptfs (make install links
+it), so "mount -t fuse.ckptfs -o store=DIR SOURCE MOUNTPOINT" and fstab
+lines of type fuse.ckptfs mount too: README.md lists the options.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mp, err := checkMountpoint(args[0])
@@ -69,6 +78,17 @@ MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".`,
 				if f.store, err = defaultStoreDir(mp); err != nil {
 					return err
 				}
+			}
+			// Absolute: the daemon's cwd is not its umount's, which finds
+			// the store in stats.json.
+			if f.store, err = filepath.Abs(f.store); err != nil {
+				return err
+			}
+			if f.source == "" {
+				f.source = f.store
+			}
+			if f.vfs, err = parseMountOptions(f.options, os.Geteuid() == 0, &f.allowOther); err != nil {
+				return err
 			}
 			if err := checkStoreOutside(f.store, mp); err != nil {
 				return withExit(exitStore, err)
@@ -97,9 +117,17 @@ MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".`,
 			}
 			_, statErr := os.Stat(filepath.Join(f.store, medium.MetaFile))
 			newStore := errors.Is(statErr, os.ErrNotExist)
+			// The daemon this one starts was waited for already.
+			if f.readyFD == 0 {
+				// On stdout, beside "mounted": mount(8)'s helper discards it, as
+				// helpers say nothing when all is well (fstests compares output).
+				if err := waitPreviousDaemon(cmd.OutOrStdout(), f.store, f.wait); err != nil {
+					return withExit(exitStore, err)
+				}
+			}
 			served := false
 			if !f.foreground {
-				err = daemonize(cmd.OutOrStdout(), mp, f.store)
+				err = daemonize(cmd.OutOrStdout(), mp, f.store, daemonArgs(cmd.Flags(), mp, f.store))
 				served = err == nil
 			} else {
 				served, err = serve(mp, f, pol)
@@ -131,6 +159,9 @@ MOUNTPOINT" or "fusermount3 -u MOUNTPOINT".`,
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
 	fl.MarkHidden("cpuprofile")
+	fl.StringVarP(&f.options, "options", "o", "", "generic mount options, comma-separated as mount(8) takes them: ro, rw, noatime, relatime, strictatime, nodev, dev, nosuid, suid, noexec, exec (dev and suid: root only; the default is nosuid,nodev), allow_other")
+	fl.StringVar(&f.source, "source", "", "the mount's source in /proc/mounts, findmnt and df (default: the store directory)")
+	fl.DurationVar(&f.wait, "wait", previousDaemonWait, "how long to wait for the previous daemon of the store, unmounted but still saving it, to finish (a store whose daemon still serves a mount is refused at once)")
 	f.policy.register(fl)
 	f.remote.register(fl)
 	return cmd
@@ -305,9 +336,25 @@ func storeLocked(store string) bool {
 	return meta.Locked(filepath.Join(store, medium.MetaFile))
 }
 
+// daemonArgs are the daemon's arguments: the flags this mount was given,
+// whatever command line they came from (mount(8)'s helper translates its
+// own), then the daemon's own, and the absolute mount point.
+func daemonArgs(fl *pflag.FlagSet, mp, store string) []string {
+	args := []string{"mount"}
+	fl.Visit(func(f *pflag.Flag) {
+		switch f.Name {
+		case "store", "foreground", "ready-fd":
+			return
+		}
+		args = append(args, "--"+f.Name+"="+f.Value.String())
+	})
+	return append(args, "--foreground", "--ready-fd=3", "--store="+store, "--", mp)
+}
+
 // daemonize starts the daemon (this program in the foreground, in a session
-// of its own) and waits until it says the mount is ready or why it failed.
-func daemonize(out io.Writer, mp, store string) error {
+// of its own, with args) and waits until it says the mount is ready or why
+// it failed.
+func daemonize(out io.Writer, mp, store string, args []string) error {
 	// A store in use is refused before its log is opened: the log belongs
 	// to the daemon that holds it.
 	if storeLocked(store) {
@@ -331,8 +378,6 @@ func daemonize(out io.Writer, mp, store string) error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{}, os.Args[1:]...)
-	args = append(args, "--foreground", "--ready-fd=3", "--store="+store)
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.ExtraFiles = []*os.File{wr}

@@ -118,7 +118,8 @@ func storeOptions(f mountFlags, pol policy.Policy) chain.Options {
 
 // mountOptions are the FUSE options of a mount, read-write or replica.
 func mountOptions(f mountFlags) fs.MountOptions {
-	return fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug, NoPassthrough: f.noPassthru, ReadOnly: f.remote.readOnly}
+	return fs.MountOptions{AllowOther: f.allowOther, Debug: f.debug, NoPassthrough: f.noPassthru, ReadOnly: f.remote.readOnly,
+		Source: f.source, VFS: f.vfs}
 }
 
 // openStoreMount opens the store of a read-write mount, applies the coding
