@@ -393,6 +393,9 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	if hasMode || hasUid || hasGid || hasAtime || hasMtime {
 		caller, _ := fuse.FromContext(ctx)
 		_, err := n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
+			if (hasUid || hasGid) && !hasMode {
+				ino.Mode = chownedMode(ino.Mode, caller, ino.Gid)
+			}
 			if hasMode {
 				ino.Mode = ino.Mode&syscall.S_IFMT | mode&^syscall.S_IFMT
 			}
@@ -401,9 +404,6 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 			}
 			if hasGid {
 				ino.Gid = gid
-			}
-			if (hasUid || hasGid) && !hasMode && caller != nil && caller.Uid != 0 {
-				ino.Mode = chownedMode(ino.Mode)
 			}
 			if hasAtime {
 				ino.Atime = atime.UnixNano()
@@ -420,17 +420,18 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	return n.Getattr(ctx, fh, out)
 }
 
-// chownedMode is the mode after a chown by a user without CAP_FSETID, as
-// Linux's chown_common and notify_change make it for any file but a
-// directory: setuid cleared, and setgid where the group may execute (a
-// setgid bit without it marks mandatory locking). The kernel leaves this
-// to a FUSE daemon that handles kill-priv (pjdfstest chown/00.t).
-func chownedMode(mode uint32) uint32 {
+// chownedMode is the mode after a chown, as Linux's chown_common makes it
+// for any file but a directory, root's chown included: setuid cleared;
+// setgid cleared where the group may execute, or, on a file it only marks
+// for mandatory locking, when the caller is neither root nor in the file's
+// group (gid, before the chown). The kernel leaves this to a FUSE daemon
+// that handles kill-priv (pjdfstest chown/00.t, fstests generic/193).
+func chownedMode(mode uint32, caller *fuse.Caller, gid uint32) uint32 {
 	if mode&syscall.S_IFMT == syscall.S_IFDIR {
 		return mode
 	}
 	mode &^= syscall.S_ISUID
-	if mode&syscall.S_IXGRP != 0 {
+	if mode&syscall.S_ISGID != 0 && (mode&syscall.S_IXGRP != 0 || caller != nil && caller.Uid != 0 && !inGroup(caller, gid)) {
 		mode &^= syscall.S_ISGID
 	}
 	return mode

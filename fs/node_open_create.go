@@ -32,6 +32,14 @@ func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if errno != 0 {
 		return nil, 0, errno
 	}
+	if h.pt && writable(flags) {
+		// The kernel writes the staging file itself, through mmap too,
+		// moving its times behind the attributes it cached at lookup (a
+		// second's worth): drop them, so that stat asks, and a staged file's
+		// are not cached (fstests generic/080, 215). Attributes only: no
+		// page locks, so it may be sent from inside the open.
+		n.NotifyContent(-1, 0)
+	}
 	var fuseFlags uint32
 	if !writable(flags) && !h.pt && !n.fsys.takeStale(n.ino) {
 		// Content only changes through this mount, so the kernel's cached

@@ -260,6 +260,26 @@ func TestMountHelperOptions(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mnt, "f.txt"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// mount -o remount,ro and back (fstests' _scratch_remount): the kernel
+	// changes the flags; the daemon serves on.
+	if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount -o remount,ro: %v\n%s", err, out)
+	}
+	if m, _ := procMountAt(t, mnt); !slices.Contains(m.options, "ro") || !slices.Contains(m.options, "noexec") {
+		t.Errorf("after remount,ro: %+v, want ro and noexec kept", m)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "g.txt"), data, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write after remount,ro: %v, want EROFS", err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mnt, "f.txt")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read after remount,ro: %q (%v)", got, err)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,rw", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount -o remount,rw: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "g.txt"), data, 0o644); err != nil {
+		t.Errorf("write after remount,rw: %v", err)
+	}
 	if out, err := exec.Command(ckptfsBin, "umount", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("ckptfs umount: %v\n%s", err, out)
 	}

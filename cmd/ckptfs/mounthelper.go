@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -173,8 +174,6 @@ func helperMountArgs(c helperCall, root bool, flag func(name string) *pflag.Flag
 		switch {
 		case fstabOnly(opt):
 			continue
-		case opt == "remount":
-			return nil, nil, errors.New("remount is not supported: unmount, then mount again")
 		case !hasValue && (fs.IsVFSOption(name) || name == "allow_other" || name == "default_permissions"):
 			generic = append(generic, name)
 			continue
@@ -268,6 +267,13 @@ func setUpMountHelper(root *cobra.Command, helperArgs []string, stderr io.Writer
 		}
 		return root.PersistentFlags().Lookup(name)
 	}
+	if slices.Contains(c.options, "remount") {
+		if c.fake {
+			_, err := remountFlags(c)
+			return true, err
+		}
+		return true, helperRemount(c, os.Geteuid() == 0)
+	}
 	args, ignored, err := helperMountArgs(c, os.Geteuid() == 0, flag)
 	if err != nil {
 		return false, err
@@ -293,4 +299,41 @@ func setUpMountHelper(root *cobra.Command, helperArgs []string, stderr io.Writer
 	}
 	root.SetArgs(args)
 	return false, nil
+}
+
+// remountFlags are the mount(2) flags of a remount's generic options (ro,
+// rw, noatime, ...), with the helper's default for root: dev and suid
+// unless nodev or nosuid. ckptfs's own options (store=, codec=, ...) are
+// the running daemon's and cannot change: they are ignored.
+func remountFlags(c helperCall) (uintptr, error) {
+	var generic []string
+	for _, opt := range c.options {
+		if opt != "remount" && !fstabOnly(opt) && fs.IsVFSOption(opt) {
+			generic = append(generic, opt)
+		}
+	}
+	if !slices.Contains(generic, "nodev") {
+		generic = append([]string{"dev"}, generic...)
+	}
+	if !slices.Contains(generic, "nosuid") {
+		generic = append([]string{"suid"}, generic...)
+	}
+	return fs.VFSFlags(generic, true)
+}
+
+// helperRemount is mount -o remount,...: the kernel changes the mount's
+// generic flags (ro, noatime, ...) itself; the daemon keeps serving. Root
+// only, as a user's mount(8) does not remount FUSE mounts.
+func helperRemount(c helperCall, root bool) error {
+	if !root {
+		return errors.New("remount needs root")
+	}
+	flags, err := remountFlags(c)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Mount(c.source, c.mountpoint, "", flags|syscall.MS_REMOUNT, ""); err != nil {
+		return fmt.Errorf("remount %s: %w", c.mountpoint, err)
+	}
+	return nil
 }

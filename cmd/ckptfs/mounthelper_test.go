@@ -117,7 +117,6 @@ func TestHelperMountArgs(t *testing.T) {
 		{name: "store without a value", call: call("src", "store"), err: "store needs a value"},
 		{name: "foreground would hang mount(8)", call: call("src", "store=/s", "foreground"), err: "unknown mount option"},
 		{name: "internal flag", call: call("src", "store=/s", "ready_fd=3"), err: "unknown mount option"},
-		{name: "remount", call: call("src", "remount", "ro"), err: "remount is not supported"},
 		{name: "bad boolean", call: call("src", "store=/s", "passthrough=maybe"), err: "not true or false"},
 	} {
 		args, ignored, err := helperMountArgs(tc.call, tc.root, flag)
@@ -305,5 +304,22 @@ func TestWaitRefusesOtherHolders(t *testing.T) {
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	if err := waitPreviousDaemon(&out, store, time.Minute); err != nil {
 		t.Fatalf("free store: %v", err)
+	}
+}
+
+// TestRemountFlags: a remount's generic options become mount(2) flags;
+// ckptfs's own options are the running daemon's and ignored.
+func TestRemountFlags(t *testing.T) {
+	for _, c := range []struct {
+		opts      []string
+		set, none uintptr
+	}{
+		{[]string{"remount", "ro", "store=/s", "codec=zstd"}, syscall.MS_RDONLY, syscall.MS_NODEV | syscall.MS_NOSUID},
+		{[]string{"remount", "rw", "nodev", "noatime", "defaults"}, syscall.MS_NODEV | syscall.MS_NOATIME, syscall.MS_RDONLY | syscall.MS_NOSUID},
+	} {
+		flags, err := remountFlags(helperCall{mountpoint: "/m", options: c.opts})
+		if err != nil || flags&c.set != c.set || flags&c.none != 0 {
+			t.Errorf("%v: flags %#x, %v; want %#x set, %#x clear", c.opts, flags, err, c.set, c.none)
+		}
 	}
 }
