@@ -124,7 +124,7 @@ wheel: build
 # The generic "quick" group of fstests (xfstests, from ../shared/xfstests/)
 # against ckptfs mounts through mount -t fuse.ckptfs: pass/fail/not-run, and
 # a failure on any test not in integration/xfstests/expected-failures.txt.
-# Root; about 45 minutes; not part of make test (docs/POSIX.md).
+# Root; about 25 minutes; not part of make test (docs/POSIX.md).
 xfstests: build
 	BIN=$(BIN) integration/xfstests/run.sh
 
