@@ -56,6 +56,7 @@ type FS struct {
 	dirtyLimit  int64
 
 	atimeMode atomic.Int32 // an AtimeMode (SetAtimeMode)
+	atimes    sync.Map     // chain.Ino -> int64: reads' access times not yet written (lazyatime.go)
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
@@ -225,7 +226,7 @@ func (f *FS) fillAttrStaged(in *chain.Inode, sf *stagedFile, out *fuse.Attr) (st
 	out.Size = uint64(size)
 	out.Blksize = 4096
 	out.Blocks = (uint64(allocated) + 511) / 512
-	at, mt, ct := time.Unix(0, in.Atime), time.Unix(0, in.Mtime), time.Unix(0, in.Ctime)
+	at, mt, ct := time.Unix(0, f.atimeOf(in)), time.Unix(0, in.Mtime), time.Unix(0, in.Ctime)
 	out.SetTimes(&at, &mt, &ct)
 	return writing
 }
@@ -316,7 +317,7 @@ func (n *Node) atimeStale(now int64) bool {
 		return false
 	}
 	v, _ := f.stagedView(in, sf)
-	return atimeDue(mode, v.Atime, v.Mtime, v.Ctime, now)
+	return atimeDue(mode, f.atimeOf(v), v.Mtime, v.Ctime, now)
 }
 
 // accessed records a read the daemon serves (Read) in the atime where the
@@ -328,11 +329,8 @@ func (n *Node) accessed() {
 	if !n.atimeStale(now) {
 		return
 	}
-	if err := n.fsys.store.SetAtime(n.ino, now); err != nil {
-		logrus.WithError(err).Debugf("atime of %s not updated", n.path())
-		return
-	}
-	n.NotifyContent(-1, 0) // the kernel's attributes hold the old atime; its pages stay
+	n.fsys.atimes.Store(n.ino, now) // written at unmount (lazyatime.go)
+	n.NotifyContent(-1, 0)          // the kernel's attributes hold the old atime; its pages stay
 }
 
 // readerOpened prepares a reader's open (chooseMode) for its atime: the
@@ -407,6 +405,7 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 			}
 			if hasAtime {
 				ino.Atime = atime.UnixNano()
+				n.fsys.atimes.Delete(n.ino) // utimens wins over a read's
 			}
 			if hasMtime {
 				ino.Mtime = mtime.UnixNano()

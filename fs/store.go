@@ -30,8 +30,9 @@ type Store interface {
 		flags uint32, isOpen func(chain.Ino) bool) error
 	Forget(ino chain.Ino) error
 	SetAttr(ino chain.Ino, fn func(n *chain.Inode) error) (*chain.Inode, error)
-	// SetAtime records a read's access time alone (no ctime change).
-	SetAtime(ino chain.Ino, atime int64) error
+	// SetAtimes records reads' access times alone (no ctime change), in
+	// one transaction; inodes gone since are skipped.
+	SetAtimes(atimes map[chain.Ino]int64) error
 	// Parent and PathOf find where an inode has a name (file handles,
 	// export.go; an open-by-handle file's family).
 	Parent(ino chain.Ino) (chain.Ino, string, error)

@@ -671,6 +671,35 @@ func (ns *Namespace) SetAtime(ino meta.Ino, atime int64) error {
 	return NotFound(fmt.Sprintf("set atime of inode %d", ino), err)
 }
 
+// SetAtimes is SetAtime of many inodes in one transaction; inodes that no
+// longer exist are skipped.
+func (ns *Namespace) SetAtimes(atimes map[meta.Ino]int64) error {
+	err := ns.update(func(tx *txn) error {
+		for ino, at := range atimes {
+			n, err := tx.mtx.Inode(ino)
+			if errors.Is(err, meta.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if at <= n.Atime {
+				continue
+			}
+			n.Atime = at
+			if err := tx.mtx.PutInode(n); err != nil {
+				return err
+			}
+		}
+		ns.hooks.Changed()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set access times: %w", err)
+	}
+	return nil
+}
+
 // SetXattr writes an extended attribute; the inode's ctime moves, as
 // setxattr(2)'s does.
 func (ns *Namespace) SetXattr(ino meta.Ino, name string, value []byte) error {

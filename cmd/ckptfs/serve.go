@@ -241,6 +241,9 @@ func serveStore(mp string, f mountFlags, m *mountedStore, report func(error) err
 	go handleSignals(mp, server, sigs, tick, m.sync, done)
 	server.Wait()
 	m.fsys.Drain() // commits of files closed before the unmount
+	if err := m.fsys.FlushAtimes(); err != nil {
+		logrus.WithError(err).Warn("access times of files read since the mount not saved")
+	}
 	close(done)
 	if err := m.close(); err != nil {
 		return true, err
