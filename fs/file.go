@@ -158,6 +158,7 @@ func (h *handle) touch() (*stagedFile, syscall.Errno) {
 		return nil, syscall.EBADF
 	}
 	of.dirty, sf.committed = true, false
+	sf.noteReopened()
 	if err := sf.Mark(staging.Open); err != nil {
 		return nil, toErrno(err)
 	}
@@ -229,6 +230,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		return errno
 	}
 	h.n.beginCommit(of)
+	of.stage.noteClosed()
 	return toErrno(of.stage.Mark(staging.Closed))
 }
 

@@ -452,6 +452,7 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 		of.waitCommit()
 		if sf := of.stage; sf != nil {
 			of.dirty, sf.committed = true, false
+			sf.noteReopened()
 			if err := sf.Mark(staging.Open); err != nil {
 				return toErrno(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,6 +52,9 @@ type stagedFile struct {
 	// write-back model, wear.go); charged: the device was charged for it.
 	born    time.Time
 	charged bool
+	// closedAt is when its last writer closed it (Unix ns; 0: open for
+	// writing), for the cut a replicating store publishes (cut.go).
+	closedAt atomic.Int64
 }
 
 var errGone = errors.New("staging file gone")
@@ -163,6 +167,7 @@ func (n *Node) stageForWrite(of *openFile, trunc bool) syscall.Errno {
 		}
 		of.dirty = true
 	}
+	of.stage.noteReopened()
 	if err := of.stage.Mark(staging.Open); err != nil {
 		return toErrno(err)
 	}

@@ -206,6 +206,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 		f.retire(n.ino, sf)
 		return
 	}
+	sf.noteClosed()
 	if err := sf.Mark(staging.Closed); err != nil {
 		logrus.WithError(err).Warnf("%s: a crash before its commit loses it", n.path())
 	}

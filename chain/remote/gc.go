@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
@@ -14,7 +15,7 @@ import (
 // forgets an object only once it is deleted, so a crash in between deletes
 // it again next time.
 func (u *Uploader) collectGarbage(ctx context.Context, done map[meta.VersionID]uploadedRec) error {
-	seqs, lists, err := u.st.roots()
+	seqs, lists, at, err := u.st.roots()
 	if err != nil {
 		return err
 	}
@@ -22,6 +23,11 @@ func (u *Uploader) collectGarbage(ctx context.Context, done map[meta.VersionID]u
 		return nil
 	}
 	first := max(0, len(seqs)-u.o.KeepRoots)
+	// A root replaced less than KeepFor ago stays, with what it names:
+	// a reader following the run may still have its files open.
+	for first > 0 && time.Since(time.Unix(0, at[first])) < u.o.KeepFor {
+		first--
+	}
 	keepVersion := map[meta.VersionID]bool{}
 	for _, l := range lists[first:] {
 		for _, id := range l {

@@ -24,6 +24,8 @@ const (
 	piecesDir    = "pieces/"    // pieces/<sha256>: up to PieceSize bytes of one version's pack
 	manifestsDir = "manifests/" // manifests/<sha256>.json: a version's records and its pieces
 	rootsDir     = "roots/"     // roots/<seq, 20 digits>.json: versions and names of one moment
+	writersDir   = "writers/"   // writers/<name>/: one writer's pieces, manifests and roots
+	membersDir   = "members/"   // members/<name>.json: one writer's newest cut (Member)
 )
 
 // formatVersion is written into manifests and roots; a reader refuses a
@@ -78,13 +80,60 @@ type RootVersion struct {
 // object it names is in the bucket, so a reader that finds a root finds
 // everything it needs.
 type Root struct {
-	Format   int           `json:"format"`
-	Seq      uint64        `json:"seq"`
-	Created  int64         `json:"created_ns"`
+	Format  int    `json:"format"`
+	Seq     uint64 `json:"seq"`
+	Created int64  `json:"created_ns"`
+	// Watermark: every file the writer closed before this moment (its
+	// clock, ns) is in this root, unless deleted or replaced since
+	// (docs/REMOTE.md, "Consistent cuts"). 0 in roots of ckptfs before it.
+	Watermark int64 `json:"watermark_ns,omitempty"`
+	// Open are the regular files being written at the snapshot: one
+	// with no committed content yet is not shown by readers.
+	Open     []meta.Ino    `json:"open,omitempty"`
 	Versions []RootVersion `json:"versions"`
 	Inodes   []meta.Inode  `json:"inodes"`
 	Dirents  []Dirent      `json:"dirents"`
 	Xattrs   []Xattr       `json:"xattrs,omitempty"`
+}
+
+// Member is what a writer of a run publishes after each pass, at
+// members/<name>.json: its newest root and how far that root is complete.
+type Member struct {
+	Format  int    `json:"format"`
+	Writer  string `json:"writer"`
+	RootSeq uint64 `json:"root_seq"`
+	// Watermark: root RootSeq holds every file closed before it (ns).
+	Watermark int64 `json:"watermark_ns"`
+	// Updated is when the writer wrote this (its clock, ns).
+	Updated int64 `json:"updated_ns"`
+	// Closed: the writer unmounted with everything uploaded; until it
+	// mounts again it closes nothing more, so it holds no cut back.
+	Closed bool `json:"closed,omitempty"`
+}
+
+// CheckWriterName refuses a writer name that is not one path element of
+// letters, digits, '.', '_' and '-'.
+func CheckWriterName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 128 {
+		return fmt.Errorf("writer name %q: want 1 to 128 letters, digits, '.', '_' or '-'", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("writer name %q: want 1 to 128 letters, digits, '.', '_' or '-'", name)
+		}
+	}
+	return nil
+}
+
+func memberKey(name string) string { return membersDir + name + ".json" }
+
+// writerDir is the prefix of writer name's objects ("" for a store that
+// replicates alone, as before writers had names).
+func writerDir(name string) string {
+	if name == "" {
+		return ""
+	}
+	return writersDir + name + "/"
 }
 
 func sha(b []byte) string {

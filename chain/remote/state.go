@@ -22,6 +22,7 @@ const StateFile = "remote.db"
 var (
 	bucketUploaded = []byte("uploaded") // version (8) -> uploadedRec
 	bucketRoots    = []byte("roots")    // seq (8) -> JSON []meta.VersionID
+	bucketRootAt   = []byte("root_at")  // seq (8) -> when it was written (ns, 8)
 	bucketState    = []byte("state")    // name -> value
 )
 
@@ -48,7 +49,7 @@ func openState(dir, remote string) (*state, error) {
 		}
 		if old := s.Get([]byte("remote")); old != nil && string(old) != remote {
 			// Another bucket: nothing of what was uploaded is there.
-			for _, b := range [][]byte{bucketUploaded, bucketRoots, bucketState} {
+			for _, b := range [][]byte{bucketUploaded, bucketRoots, bucketRootAt, bucketState} {
 				if err := tx.DeleteBucket(b); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
 					return err
 				}
@@ -57,7 +58,7 @@ func openState(dir, remote string) (*state, error) {
 				return err
 			}
 		}
-		for _, b := range [][]byte{bucketUploaded, bucketRoots} {
+		for _, b := range [][]byte{bucketUploaded, bucketRoots, bucketRootAt} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -119,6 +120,9 @@ func (st *state) addRoot(seq uint64, ids []meta.VersionID, treeHash string, sent
 		if err := tx.Bucket(bucketRoots).Put(vkey(seq), b); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketRootAt).Put(vkey(seq), vkey(uint64(time.Now().UnixNano()))); err != nil {
+			return err
+		}
 		s := tx.Bucket(bucketState)
 		if err := putInt(s, "root_seq", int64(seq)); err != nil {
 			return err
@@ -130,24 +134,36 @@ func (st *state) addRoot(seq uint64, ids []meta.VersionID, treeHash string, sent
 	})
 }
 
-// roots returns the recorded roots, oldest first.
-func (st *state) roots() (seqs []uint64, ids [][]meta.VersionID, err error) {
+// roots returns the recorded roots, oldest first, and when each was
+// written (0: before this was recorded).
+func (st *state) roots() (seqs []uint64, ids [][]meta.VersionID, at []int64, err error) {
 	err = st.db.View(func(tx *bolt.Tx) error {
+		times := tx.Bucket(bucketRootAt)
 		return tx.Bucket(bucketRoots).ForEach(func(k, v []byte) error {
 			var l []meta.VersionID
 			if err := json.Unmarshal(v, &l); err != nil {
 				return err
 			}
+			var t int64
+			if b := times.Get(k); len(b) == 8 {
+				t = int64(binary.BigEndian.Uint64(b))
+			}
 			seqs = append(seqs, binary.BigEndian.Uint64(k))
 			ids = append(ids, l)
+			at = append(at, t)
 			return nil
 		})
 	})
-	return seqs, ids, err
+	return seqs, ids, at, err
 }
 
 func (st *state) dropRoot(seq uint64) error {
-	return st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRoots).Delete(vkey(seq)) })
+	return st.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketRootAt).Delete(vkey(seq)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketRoots).Delete(vkey(seq))
+	})
 }
 
 // get returns a state value.
@@ -162,6 +178,11 @@ func (st *state) get(name string) (v []byte) {
 func (st *state) getInt(name string) (n int64) {
 	_ = st.db.View(func(tx *bolt.Tx) error { n = getInt(tx.Bucket(bucketState), name); return nil })
 	return n
+}
+
+// setInt sets a state value.
+func (st *state) setInt(name string, v int64) error {
+	return st.db.Update(func(tx *bolt.Tx) error { return putInt(tx.Bucket(bucketState), name, v) })
 }
 
 // addInts adds to counters.

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,8 +31,23 @@ type Options struct {
 	// object they name (0: 2): a reader that mounted one of them keeps
 	// finding its objects while a newer one is written.
 	KeepRoots int
+	// KeepFor is how long a root replaced by newer ones stays in the
+	// bucket, with what it names, beyond the newest KeepRoots: a
+	// following reader's open files stay readable (0: no longer).
+	KeepFor time.Duration
 	// BytesPerSecond caps the upload rate (0: no cap).
 	BytesPerSecond int64
+	// Writer names this store among the writers of one run: its objects
+	// go under writers/<Writer>/ and it publishes members/<Writer>.json
+	// (docs/REMOTE.md). "": the store owns the whole prefix, as before.
+	Writer string
+	// Cut tells what the filesystem holds back from the store now: the
+	// earliest close of a file whose commit has not landed (0: none), and
+	// the files being written. nil: nothing (an unmounted store).
+	Cut func() (oldestClose int64, writing []meta.Ino)
+	// Heartbeat is how often a named writer publishes how far its newest
+	// root is complete while it is busy (0: 1 s); idle, every 5 s.
+	Heartbeat time.Duration
 }
 
 func (o *Options) defaults() {
@@ -44,7 +60,17 @@ func (o *Options) defaults() {
 	if o.KeepRoots <= 0 {
 		o.KeepRoots = 2
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = time.Second
+	}
 }
+
+// idleAfter is how long after its last root a writer counts as idle, and
+// idleHeartbeat how often it publishes then.
+const (
+	idleAfter     = time.Minute
+	idleHeartbeat = 5 * time.Second
+)
 
 // Uploader copies a store's committed versions to a bucket in the
 // background: a version's pieces, then its manifest; once every version of
@@ -53,7 +79,8 @@ func (o *Options) defaults() {
 // need are deleted after that.
 type Uploader struct {
 	store  *chain.Store
-	bucket bucket.Bucket
+	bucket bucket.Bucket // the writer's own objects
+	run    bucket.Bucket // the run's prefix: members/ (Writer set)
 	st     *state
 	o      Options
 
@@ -63,6 +90,12 @@ type Uploader struct {
 	done   chan struct{}
 
 	listedRoots bool // nextSeq looked at the bucket's roots
+
+	// What the last member object said (Writer set), and when the last
+	// root was written.
+	published   Member
+	publishedAt time.Time
+	lastRootAt  time.Time
 
 	mu       sync.Mutex
 	commits  map[meta.VersionID]time.Time // committed, not yet in a root
@@ -80,11 +113,18 @@ type Uploader struct {
 // starts the background work, Push does one pass in the foreground.
 func NewUploader(store *chain.Store, dir string, b bucket.Bucket, o Options) (*Uploader, error) {
 	o.defaults()
+	run := b
+	if o.Writer != "" {
+		if err := CheckWriterName(o.Writer); err != nil {
+			return nil, err
+		}
+		b = bucket.Sub(run, writerDir(o.Writer))
+	}
 	st, err := openState(dir, b.String())
 	if err != nil {
 		return nil, err
 	}
-	u := &Uploader{store: store, bucket: b, st: st, o: o, wake: make(chan struct{}, 1),
+	u := &Uploader{store: store, bucket: b, run: run, st: st, o: o, wake: make(chan struct{}, 1),
 		drain: make(chan struct{}), done: make(chan struct{}), commits: map[meta.VersionID]time.Time{}}
 	store.OnCommitted(u.noteCommit)
 	return u, nil
@@ -102,16 +142,43 @@ func (u *Uploader) noteCommit(id meta.VersionID, size int64) {
 
 // Start runs the uploader in the background until Close.
 func (u *Uploader) Start() {
+	u.join()
 	ctx, cancel := context.WithCancel(context.Background())
 	u.cancel = cancel
 	go u.loop(ctx)
 }
 
+// join tells readers, before the mount serves anything, that this writer
+// is back: its newest root holds what it held at its last watermark, and
+// no more (a reader's cut waits for it from now on). A new writer with an
+// empty store holds everything before now; one with unknown uploads, all.
+func (u *Uploader) join() {
+	if u.o.Writer == "" {
+		return
+	}
+	m := Member{Format: formatVersion, Writer: u.o.Writer, RootSeq: uint64(u.st.getInt("root_seq")),
+		Watermark: u.st.getInt("watermark"), Updated: time.Now().UnixNano()}
+	if m.RootSeq == 0 {
+		if empty, err := u.store.Empty(); err == nil && empty {
+			m.Watermark = m.Updated
+		}
+	}
+	b, _ := json.Marshal(&m)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := u.run.Put(ctx, memberKey(u.o.Writer), bytes.NewReader(b), int64(len(b)), sha(b)); err != nil {
+		logrus.WithError(err).Warnf("remote %s: could not announce writer %s; readers may show other writers' files that depend on its first saves until its first upload", u.run, u.o.Writer)
+	}
+}
+
 // Push uploads everything the store holds now and writes its root, in the
 // foreground (ckptfs push).
 func (u *Uploader) Push(ctx context.Context) error {
-	_, err := u.pass(ctx)
-	return err
+	if _, err := u.pass(ctx); err != nil {
+		return err
+	}
+	u.publishClosed() // an unmounted store holds no cut back
+	return nil
 }
 
 // Close lets the background uploader finish what is committed for at most
@@ -132,13 +199,88 @@ func (u *Uploader) Close(drain time.Duration) error {
 			u.cancel()
 			<-u.done
 		}
+		u.publishClosed()
 	}
 	return u.st.close()
 }
 
+// publishClosed tells readers, at unmount, that this writer holds no cut
+// back: everything it closed is in its newest root. Not when something
+// is left to upload: then its last member object stands.
+func (u *Uploader) publishClosed() {
+	u.mu.Lock()
+	waiting := max(u.pending, len(u.commits))
+	u.mu.Unlock()
+	if u.o.Writer == "" || waiting > 0 || u.published.RootSeq == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m := u.published
+	m.Closed, m.Updated = true, time.Now().UnixNano()
+	b, _ := json.Marshal(&m)
+	if err := u.run.Put(ctx, memberKey(u.o.Writer), bytes.NewReader(b), int64(len(b)), sha(b)); err != nil {
+		logrus.WithError(err).Warnf("remote %s: could not say this writer closed; readers wait for it until it mounts again", u.run)
+	}
+}
+
+// cut is the watermark of a snapshot taken now: the earliest of now and
+// the first close whose commit has not landed (every file closed before
+// it is committed, so the snapshot holds it), and the files being written.
+func (u *Uploader) cut() (int64, []meta.Ino) {
+	wm := time.Now().UnixNano()
+	if u.o.Cut == nil {
+		return wm, nil
+	}
+	oldest, writing := u.o.Cut()
+	if oldest > 0 && oldest < wm {
+		wm = oldest
+	}
+	sort.Slice(writing, func(i, j int) bool { return writing[i] < writing[j] })
+	return wm, writing
+}
+
+// publish writes members/<writer>.json: root seq holds everything closed
+// before watermark. After a root at once; otherwise at the heartbeat.
+func (u *Uploader) publish(ctx context.Context, seq uint64, watermark int64, newRoot bool) error {
+	if u.o.Writer == "" || seq == 0 {
+		return nil
+	}
+	now := time.Now()
+	if newRoot {
+		u.lastRootAt = now
+	}
+	every := u.o.Heartbeat
+	if now.Sub(u.lastRootAt) > idleAfter {
+		every = idleHeartbeat
+	}
+	if !newRoot && u.published.RootSeq == seq && (watermark <= u.published.Watermark || now.Sub(u.publishedAt) < every) {
+		return nil
+	}
+	m := Member{Format: formatVersion, Writer: u.o.Writer, RootSeq: seq, Watermark: watermark, Updated: now.UnixNano()}
+	b, err := json.Marshal(&m)
+	if err != nil {
+		return err
+	}
+	if err := u.retry(ctx, "put "+memberKey(u.o.Writer), func() error {
+		return u.run.Put(ctx, memberKey(u.o.Writer), bytes.NewReader(b), int64(len(b)), sha(b))
+	}); err != nil {
+		return fmt.Errorf("publish writer %s: %w", u.o.Writer, err)
+	}
+	u.published, u.publishedAt = m, now
+	if err := u.st.setInt("watermark", watermark); err != nil {
+		return fmt.Errorf("record the watermark: %w", err)
+	}
+	return nil
+}
+
 func (u *Uploader) loop(ctx context.Context) {
 	defer close(u.done)
-	tick := time.NewTicker(u.o.Interval)
+	every := u.o.Interval
+	if u.o.Writer != "" {
+		every = min(every, u.o.Heartbeat) // readers' cuts follow the watermark
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	draining := false
 	delay := time.Second
@@ -230,6 +372,7 @@ func (u *Uploader) collect(done map[meta.VersionID]uploadedRec) (*snapshot, func
 // the last root, writes a new root and collects garbage. It reports
 // whether it wrote a root.
 func (u *Uploader) pass(ctx context.Context) (bool, error) {
+	watermark, writing := u.cut() // before the snapshot: see cut
 	done, err := u.st.uploaded()
 	if err != nil {
 		return false, err
@@ -262,14 +405,24 @@ func (u *Uploader) pass(ctx context.Context) (bool, error) {
 	for _, id := range snap.versions {
 		snap.root.Versions = append(snap.root.Versions, RootVersion{ID: id, Manifest: done[id].Manifest})
 	}
+	snap.root.Watermark, snap.root.Open = watermark, writing
 	tree, _ := json.Marshal(struct {
 		V []RootVersion
 		I []meta.Inode
 		D []Dirent
 		X []Xattr
-	}{snap.root.Versions, snap.root.Inodes, snap.root.Dirents, snap.root.Xattrs})
+		O []meta.Ino `json:",omitempty"`
+	}{snap.root.Versions, snap.root.Inodes, snap.root.Dirents, snap.root.Xattrs, snap.root.Open})
 	treeHash := sha(tree)
 	if string(u.st.get("tree")) == treeHash {
+		// The newest root is this snapshot: it is complete to now.
+		if err := u.publish(ctx, uint64(u.st.getInt("root_seq")), watermark, false); err != nil {
+			return false, err
+		}
+		// Roots kept a while past the newest (KeepFor) go when due.
+		if err := u.collectGarbage(ctx, done); err != nil {
+			return false, fmt.Errorf("remote garbage collection: %w", err)
+		}
 		return false, nil
 	}
 	seq, err := u.nextSeq(ctx)
@@ -288,6 +441,9 @@ func (u *Uploader) pass(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("record root %d: %w", seq, err)
 	}
 	u.noteVisible(snap.versions)
+	if err := u.publish(ctx, seq, watermark, true); err != nil {
+		return true, err
+	}
 	logrus.Infof("remote %s: root %d: %d versions, %d inodes", u.bucket, seq, len(snap.versions), len(snap.root.Inodes))
 	if err := u.collectGarbage(ctx, done); err != nil {
 		return true, fmt.Errorf("remote garbage collection: %w", err)
