@@ -35,25 +35,74 @@ var ErrReadOnly = errors.New("read-only replica of a remote store")
 // per piece. A piece fetched whole is checked against its SHA-256 and the
 // cache file renamed <sha>.done, which a later mount trusts.
 type fetcher struct {
-	b      bucket.Bucket
-	dir    string
-	pieces map[meta.VersionID][]Piece
+	b   bucket.Bucket
+	dir string
 
 	mu     sync.Mutex
+	pieces map[meta.VersionID][]Piece // a follower adds and drops versions
 	states map[string]*pieceState
+	slots  chan struct{} // reads ahead in flight
+}
+
+// addPieces makes versions readable (a refresh, before names show them).
+func (f *fetcher) addPieces(ps map[meta.VersionID][]Piece) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, p := range ps {
+		f.pieces[id] = p
+	}
+}
+
+// keepWhole fetches every piece of versions ids into the cache (those
+// not there yet): files still open whose names went, which the writers'
+// GC may delete from the bucket later.
+func (f *fetcher) keepWhole(ids []meta.VersionID) {
+	for _, id := range ids {
+		f.mu.Lock()
+		pieces := f.pieces[id]
+		f.mu.Unlock()
+		for _, pc := range pieces {
+			ps := f.state(pc)
+			if err := f.ensure(pc, ps, 0, int64(len(ps.have)-1)); err != nil {
+				logrus.WithError(err).Warnf("remote %s: keep version %d of an open file", f.b, id)
+				break
+			}
+		}
+	}
+}
+
+func firstMissing(have []bool) int64 {
+	for i, h := range have {
+		if !h {
+			return int64(i)
+		}
+	}
+	return -1
+}
+
+// retain forgets the pieces of versions the metadata no longer keeps.
+func (f *fetcher) retain(kept map[meta.VersionID]*Manifest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.pieces {
+		if kept[id] == nil {
+			delete(f.pieces, id)
+		}
+	}
 }
 
 type pieceState struct {
-	mu   sync.Mutex
-	have []bool // blocks in the cache file
-	done bool   // whole, verified: the file is <sha>.done
+	mu      sync.Mutex
+	have    []bool          // blocks in the cache file
+	loading []chan struct{} // blocks being fetched: closed when done
+	done    bool            // whole, verified: the file is <sha>.done
 }
 
 func newFetcher(b bucket.Bucket, dir string, pieces map[meta.VersionID][]Piece) (*fetcher, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("chunk cache %s: %w", dir, err)
 	}
-	return &fetcher{b: b, dir: dir, pieces: pieces, states: map[string]*pieceState{}}, nil
+	return &fetcher{b: b, dir: dir, pieces: pieces, states: map[string]*pieceState{}, slots: make(chan struct{}, maxFetches)}, nil
 }
 
 // location is where a replica records version id's pack.
@@ -68,7 +117,9 @@ func (f *fetcher) ReadAt(loc storage.Location, p []byte, off int64) error {
 		return fmt.Errorf("replica location %v: %w", loc, storage.ErrShortLocation)
 	}
 	id := meta.VersionID(loc[0].Start >> 32)
+	f.mu.Lock()
 	pieces := f.pieces[id]
+	f.mu.Unlock()
 	end := off + int64(len(p))
 	if len(pieces) == 0 || off < 0 || end > pieces[len(pieces)-1].Offset+pieces[len(pieces)-1].Size {
 		return fmt.Errorf("version %d pack [%d,%d): %w", id, off, end, storage.ErrShortLocation)
@@ -91,7 +142,8 @@ func (f *fetcher) state(pc Piece) *pieceState {
 	defer f.mu.Unlock()
 	ps := f.states[pc.Key]
 	if ps == nil {
-		ps = &pieceState{have: make([]bool, (pc.Size+fetchBlock-1)/fetchBlock)}
+		n := (pc.Size + fetchBlock - 1) / fetchBlock
+		ps = &pieceState{have: make([]bool, n), loading: make([]chan struct{}, n)}
 		if _, err := os.Stat(f.donePath(pc)); err == nil {
 			ps.done = true
 		}
@@ -104,47 +156,144 @@ func (f *fetcher) partPath(pc Piece) string { return filepath.Join(f.dir, pc.SHA
 func (f *fetcher) donePath(pc Piece) string { return filepath.Join(f.dir, pc.SHA256+".done") }
 
 // readPiece fills p from piece pc at offset off, fetching the blocks the
-// cache lacks with one ranged read.
+// cache lacks; a read that follows the previous one fetches the blocks
+// after it too, in parallel, while the reader decodes.
 func (f *fetcher) readPiece(pc Piece, p []byte, off int64) error {
 	ps := f.state(pc)
+	first, last := off/fetchBlock, (off+int64(len(p))-1)/fetchBlock
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	path := f.donePath(pc)
-	if !ps.done {
-		path = f.partPath(pc)
-		first, last := off/fetchBlock, (off+int64(len(p))-1)/fetchBlock
-		lo, hi := int64(-1), int64(-1)
-		for b := first; b <= last; b++ {
-			if !ps.have[b] {
-				if lo < 0 {
-					lo = b
-				}
-				hi = b
-			}
-		}
-		if lo >= 0 {
-			if err := f.fetch(pc, ps, lo, hi); err != nil {
-				return err
-			}
-		}
+	sequential := !ps.done && (first == 0 || ps.have[first-1])
+	ps.mu.Unlock()
+	if err := f.ensure(pc, ps, first, last); err != nil {
+		return err
+	}
+	if sequential {
+		f.ahead(pc, ps, last+1)
+	}
+	for attempt := 0; ; attempt++ {
+		ps.mu.Lock()
+		path := f.partPath(pc)
 		if ps.done {
 			path = f.donePath(pc)
 		}
+		ps.mu.Unlock()
+		file, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) && attempt == 0 {
+			continue // sealed meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("chunk cache: %w", err)
+		}
+		_, err = file.ReadAt(p, off)
+		file.Close()
+		if err != nil {
+			return fmt.Errorf("chunk cache %s: %w", path, err)
+		}
+		return nil
 	}
-	file, err := os.Open(path)
+}
+
+// aheadBlocks is how far past a sequential read the fetcher reads, and
+// maxFetches how many ranged reads it has in flight at most.
+const (
+	aheadBlocks = 8
+	maxFetches  = 8
+)
+
+// ahead fetches blocks from..from+aheadBlocks of pc that are neither
+// cached nor being fetched, each with a ranged read of its own.
+func (f *fetcher) ahead(pc Piece, ps *pieceState, from int64) {
+	ps.mu.Lock()
+	var todo []int64
+	for b := from; b < min(from+aheadBlocks, int64(len(ps.have))); b++ {
+		if !ps.have[b] && ps.loading[b] == nil {
+			todo = append(todo, b)
+		}
+	}
+	ps.mu.Unlock()
+	for _, b := range todo {
+		select {
+		case f.slots <- struct{}{}:
+		default:
+			return // enough in flight: the reader catches up first
+		}
+		go func() {
+			defer func() { <-f.slots }()
+			if err := f.ensure(pc, ps, b, b); err != nil {
+				logrus.Debugf("remote %s: read ahead: %v", f.b, err)
+			}
+		}()
+	}
+}
+
+// ensure makes blocks [first, last] of pc present in its cache file:
+// each run of missing blocks no one fetches is fetched with one ranged
+// read; blocks another request fetches are waited for.
+func (f *fetcher) ensure(pc Piece, ps *pieceState, first, last int64) error {
+	for {
+		ps.mu.Lock()
+		if ps.done {
+			ps.mu.Unlock()
+			return nil
+		}
+		var wait chan struct{}
+		lo, hi := int64(-1), int64(-1)
+		for b := first; b <= last; b++ {
+			switch {
+			case ps.have[b]:
+			case ps.loading[b] != nil:
+				if wait == nil {
+					wait = ps.loading[b]
+				}
+			case lo < 0:
+				lo, hi = b, b
+			case hi == b-1:
+				hi = b
+			}
+		}
+		var mine chan struct{}
+		if lo >= 0 {
+			mine = make(chan struct{})
+			for b := lo; b <= hi; b++ {
+				ps.loading[b] = mine
+			}
+		}
+		ps.mu.Unlock()
+		switch {
+		case mine != nil:
+			if err := f.fetch(pc, ps, lo, hi, mine); err != nil {
+				return err
+			}
+		case wait != nil:
+			<-wait // then look again: a failed fetch is retried here
+		default:
+			return nil
+		}
+	}
+}
+
+// fetch reads blocks [lo, hi] of a piece from the bucket into its cache
+// file, retrying a few times on failure, then marks them present (and
+// seals the piece once whole) and wakes who waits on done.
+func (f *fetcher) fetch(pc Piece, ps *pieceState, lo, hi int64, done chan struct{}) error {
+	err := f.fetchRange(pc, lo, hi)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for b := lo; b <= hi; b++ {
+		ps.loading[b] = nil
+		ps.have[b] = err == nil
+	}
+	close(done)
 	if err != nil {
-		return fmt.Errorf("chunk cache: %w", err)
+		return err
 	}
-	defer file.Close()
-	if _, err := file.ReadAt(p, off); err != nil {
-		return fmt.Errorf("chunk cache %s: %w", path, err)
+	if firstMissing(ps.have) < 0 && !ps.done {
+		return f.seal(pc, ps)
 	}
 	return nil
 }
 
-// fetch reads blocks [lo, hi] of a piece from the bucket into its cache
-// file, retrying a few times on failure.
-func (f *fetcher) fetch(pc Piece, ps *pieceState, lo, hi int64) error {
+func (f *fetcher) fetchRange(pc Piece, lo, hi int64) error {
 	start := lo * fetchBlock
 	end := min(pc.Size, (hi+1)*fetchBlock)
 	buf := make([]byte, end-start)
@@ -175,15 +324,7 @@ func (f *fetcher) fetch(pc Piece, ps *pieceState, lo, hi int64) error {
 	if err != nil {
 		return fmt.Errorf("chunk cache %s: %w", f.partPath(pc), err)
 	}
-	for b := lo; b <= hi; b++ {
-		ps.have[b] = true
-	}
-	for _, h := range ps.have {
-		if !h {
-			return nil
-		}
-	}
-	return f.seal(pc, ps)
+	return nil
 }
 
 // seal checks a piece the cache holds whole against its SHA-256. A match

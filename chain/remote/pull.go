@@ -13,6 +13,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
 	"github.com/ckptfs/ckptfs/meta"
+	"github.com/sirupsen/logrus"
 )
 
 // PullStats says what a pull copied.
@@ -34,25 +35,29 @@ func Pull(ctx context.Context, b bucket.Bucket, store *chain.Store) (PullStats, 
 	if empty, err := store.Empty(); err != nil || !empty {
 		return ps, errors.Join(err, errors.New("pull needs an empty store"))
 	}
-	root, err := LatestRoot(ctx, b)
+	views, err := readWriters(ctx, b, nil, CutOptions{}, map[string]bool{})
 	if err != nil {
 		return ps, err
 	}
-	manifests, err := fetchManifests(ctx, b, root)
+	un, err := merge(views, cutOf(views), newUnionIDs())
 	if err != nil {
-		return ps, err
+		return ps, fmt.Errorf("pull %s: %w", b, err)
 	}
-	ps.Root, ps.Versions = root.Seq, len(manifests)
+	for _, w := range views {
+		ps.Root = max(ps.Root, w.root.Seq)
+	}
+	for _, c := range un.conflicts {
+		logrus.Warnf("pull %s: %s", b, c)
+	}
+	manifests := un.manifests
+	ps.Versions = len(manifests)
 	live := map[meta.VersionID]bool{}
 	deps := map[meta.VersionID]uint32{}
-	for _, n := range root.Inodes {
+	for _, n := range un.inodes {
 		live[n.Version] = n.Version != 0
 	}
 	for _, m := range manifests {
 		if m.Version.Ref != 0 {
-			if manifests[m.Version.Ref] == nil {
-				return ps, fmt.Errorf("version %d is coded against version %d, which the root does not name: %w", m.Version.ID, m.Version.Ref, ErrCorrupt)
-			}
 			deps[m.Version.Ref]++
 		}
 	}
@@ -72,19 +77,30 @@ func Pull(ctx context.Context, b bucket.Bucket, store *chain.Store) (PullStats, 
 		ps.BytesFetched += pr.fetched
 	}
 	err = store.ImportTree(func(tx *meta.Tx) error {
-		maxIno, err := putTree(tx, root, manifests)
-		if err != nil {
-			return err
+		var maxIno meta.Ino
+		for ino, n := range un.inodes {
+			maxIno = max(maxIno, ino)
+			if err := tx.PutInode(n); err != nil {
+				return err
+			}
+			if err := putXattrs(tx, ino, un.xattrs[ino]); err != nil {
+				return err
+			}
 		}
-		if tx.Counter("next_ino") < maxIno {
-			return tx.SetCounter("next_ino", maxIno)
+		for _, d := range un.dirents {
+			if err := tx.Link(d.Parent, d.Name, d.Child); err != nil {
+				return err
+			}
+		}
+		if tx.Counter("next_ino") < uint64(maxIno) {
+			return tx.SetCounter("next_ino", uint64(maxIno))
 		}
 		return nil
 	})
 	if err != nil {
-		return ps, fmt.Errorf("pull root %d: %w", root.Seq, err)
+		return ps, fmt.Errorf("pull %s: %w", b, err)
 	}
-	for _, n := range root.Inodes {
+	for _, n := range un.inodes {
 		if n.Version == 0 {
 			continue
 		}

@@ -107,7 +107,7 @@ func push(t *testing.T, s *chain.Store, dir string, b bucket.Bucket, o Options) 
 
 func openReplica(t *testing.T, b bucket.Bucket) *Replica {
 	t.Helper()
-	r, err := OpenReplica(context.Background(), t.TempDir(), b, chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20})
+	r, err := OpenReplica(context.Background(), t.TempDir(), b, chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20}, CutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestReplicaCache(t *testing.T) {
 	push(t, s, dir, b, Options{PieceSize: 200 << 10})
 	cache := t.TempDir()
 	o := chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20}
-	r, err := OpenReplica(context.Background(), cache, b, o)
+	r, err := OpenReplica(context.Background(), cache, b, o, CutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestReplicaCache(t *testing.T) {
 		}
 		return nil
 	}
-	r2, err := OpenReplica(context.Background(), cache, b, o)
+	r2, err := OpenReplica(context.Background(), cache, b, o, CutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

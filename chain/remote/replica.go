@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
 	"github.com/ckptfs/ckptfs/meta"
+	"github.com/sirupsen/logrus"
 )
 
 // replicaMark marks a store directory as a replica of a bucket (its
@@ -24,25 +26,38 @@ const replicaMark = "replica-of"
 // cacheDir holds a replica's fetched pieces.
 const cacheDir = "cache"
 
-// Replica is a read-only store rebuilt from a bucket's newest root.
+// Replica is a read-only store showing the union of a run's writers at
+// one cut (union.go), fetching chunks from the bucket as they are read.
 type Replica struct {
 	Store *chain.Store
-	Root  *Root
 	db    *meta.DB
+	run   bucket.Bucket
+	fetch *fetcher
+	o     CutOptions
+
+	mu      sync.Mutex // one refresh at a time
+	views   map[string]*writerView
+	ids     *unionIDs
+	cut     int64
+	warned  map[string]bool
+	logged  map[string]bool // conflicts logged
+	changes int64           // refreshes that changed the tree
+
+	keptWhole  map[meta.VersionID]bool // open files' versions fetched whole
+	background sync.WaitGroup
 }
 
 // OpenReplica rebuilds the metadata of the store in dir (empty, or a
-// replica of the same bucket) from the bucket's newest root, and returns a
-// store that fetches chunks from the bucket as they are read.
-func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Options) (*Replica, error) {
+// replica of the same bucket) from the newest roots of the run's writers,
+// cut consistently, and returns a store that fetches chunks from the
+// bucket as they are read.
+func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Options, co CutOptions) (*Replica, error) {
 	if err := prepareReplicaDir(dir, b.String()); err != nil {
 		return nil, err
 	}
-	root, err := LatestRoot(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	manifests, err := fetchManifests(ctx, b, root)
+	r := &Replica{run: b, o: co, views: map[string]*writerView{}, ids: newUnionIDs(),
+		warned: map[string]bool{}, logged: map[string]bool{}, keptWhole: map[meta.VersionID]bool{}}
+	views, un, err := r.read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -62,12 +77,12 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", dir, err)
 	}
-	pieces, err := rebuild(db, root, manifests)
+	kept, err := apply(db, un, nil)
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("replica %s: root %d: %w", dir, root.Seq, err)
+		return nil, fmt.Errorf("replica %s: %w", dir, err)
 	}
-	fetch, err := newFetcher(b, filepath.Join(dir, cacheDir), pieces)
+	fetch, err := newFetcher(b, filepath.Join(dir, cacheDir), piecesOf(kept))
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -80,11 +95,152 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 		db.Close()
 		return nil, fmt.Errorf("replica %s: %w", dir, err)
 	}
-	return &Replica{Store: store, Root: root, db: db}, nil
+	r.Store, r.db, r.fetch = store, db, fetch
+	r.accept(views, un)
+	return r, nil
+}
+
+// read reads the writers' newest roots and merges them at their cut.
+func (r *Replica) read(ctx context.Context) ([]*writerView, *union, error) {
+	views, err := readWriters(ctx, r.run, r.views, r.o, r.warned)
+	if err != nil {
+		return nil, nil, err
+	}
+	un, err := merge(views, cutOf(views), r.ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("remote %s: %w", r.run, err)
+	}
+	return views, un, nil
+}
+
+// accept makes views and un the replica's current state.
+func (r *Replica) accept(views []*writerView, un *union) {
+	r.views = map[string]*writerView{}
+	for _, w := range views {
+		r.views[w.name] = w
+	}
+	r.cut = un.cut
+	for _, c := range un.conflicts {
+		if !r.logged[c] {
+			r.logged[c] = true
+			logrus.Warnf("remote %s: %s", r.run, c)
+		}
+	}
+}
+
+// Refresh shows the newest cut of the run: names that appeared are
+// added, names that went are removed; an inode inUse reports (open, or
+// known to the kernel) keeps its content until it is forgotten. It
+// reports whether the tree changed.
+func (r *Replica) Refresh(ctx context.Context, inUse func(meta.Ino) bool) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	views, un, err := r.read(ctx)
+	if err != nil {
+		return false, err
+	}
+	same := un.cut == r.cut && len(views) == len(r.views)
+	for _, w := range views {
+		if p := r.views[w.name]; p == nil || p.root.Seq != w.root.Seq || p.cut != w.cut {
+			same = false
+		}
+	}
+	if same {
+		return false, nil
+	}
+	// Pieces first: a version must be readable once a name shows it.
+	r.fetch.addPieces(piecesOf(un.manifests))
+	kept, err := apply(r.db, un, inUse)
+	if err != nil {
+		return false, fmt.Errorf("remote %s: refresh: %w", r.run, err)
+	}
+	r.fetch.retain(kept)
+	var gone []meta.VersionID
+	for id := range kept {
+		if un.manifests[id] == nil && !r.keptWhole[id] {
+			r.keptWhole[id] = true
+			gone = append(gone, id)
+		}
+	}
+	for id := range r.keptWhole {
+		if kept[id] == nil {
+			delete(r.keptWhole, id)
+		}
+	}
+	if len(gone) > 0 {
+		r.background.Add(1)
+		go func() { defer r.background.Done(); r.fetch.keepWhole(gone) }()
+	}
+	r.accept(views, un)
+	r.changes++
+	return true, nil
+}
+
+// ReplicaWriter is one writer as a replica shows it.
+type ReplicaWriter struct {
+	Name        string `json:"name"`
+	RootSeq     uint64 `json:"root_seq"`
+	RootCreated int64  `json:"root_created_ns"`
+	Watermark   int64  `json:"watermark_ns"` // 0: holds no cut back
+	Versions    int    `json:"versions"`
+}
+
+// ReplicaStats describes what a replica shows.
+type ReplicaStats struct {
+	Remote   string          `json:"remote"`
+	Cut      int64           `json:"cut_ns"` // 0: no writer holds it back
+	Writers  []ReplicaWriter `json:"writers"`
+	Refreshs int64           `json:"refreshes"`
+}
+
+// Stats reports the writers and the cut shown.
+func (r *Replica) Stats() ReplicaStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := ReplicaStats{Remote: r.run.String(), Refreshs: r.changes}
+	if r.cut != noCut {
+		st.Cut = r.cut
+	}
+	for _, w := range r.views {
+		rw := ReplicaWriter{Name: w.name, RootSeq: w.root.Seq, RootCreated: w.root.Created, Versions: len(w.root.Versions)}
+		if w.watermark != noCut {
+			rw.Watermark = w.watermark
+		}
+		st.Writers = append(st.Writers, rw)
+	}
+	sort.Slice(st.Writers, func(i, j int) bool { return st.Writers[i].Name < st.Writers[j].Name })
+	return st
+}
+
+// Describe names what the replica shows, for the mount's log line.
+func (r *Replica) Describe() string {
+	st := r.Stats()
+	var parts []string
+	for _, w := range st.Writers {
+		name := w.Name
+		if name == "" {
+			name = "root"
+		} else {
+			name = "writer " + name + " root"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, w.RootSeq))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func piecesOf(ms map[meta.VersionID]*Manifest) map[meta.VersionID][]Piece {
+	out := make(map[meta.VersionID][]Piece, len(ms))
+	for id, m := range ms {
+		if len(m.Pieces) > 0 {
+			out[id] = m.Pieces
+		}
+	}
+	return out
 }
 
 // Close closes the replica's store.
 func (r *Replica) Close() error {
+	r.background.Wait()
 	r.Store.Close()
 	r.db.Seal()
 	return r.db.Close()
@@ -138,7 +294,7 @@ func LatestRoot(ctx context.Context, b bucket.Bucket) (*Root, error) {
 		}
 	}
 	if best == 0 {
-		return nil, fmt.Errorf("remote %s: nothing uploaded yet (no root)", b)
+		return nil, fmt.Errorf("remote %s: %w", b, errNoRoot)
 	}
 	data, err := b.Get(ctx, rootKey(best))
 	if err != nil {
@@ -196,101 +352,4 @@ func fetchManifest(ctx context.Context, b bucket.Bucket, rv RootVersion) (*Manif
 		return nil, fmt.Errorf("manifest %s is of version %d, root names it for %d: %w", rv.Manifest, m.Version.ID, rv.ID, ErrCorrupt)
 	}
 	return m, nil
-}
-
-// rebuild writes a root's inodes, names and versions into an empty
-// metadata database, in one transaction. Versions are live if an inode
-// holds them and count the versions coded against them, as in the store
-// they came from; their packs are at location(id).
-func rebuild(db *meta.DB, root *Root, manifests map[meta.VersionID]*Manifest) (map[meta.VersionID][]Piece, error) {
-	pieces := make(map[meta.VersionID][]Piece, len(manifests))
-	live := map[meta.VersionID]bool{}
-	deps := map[meta.VersionID]uint32{}
-	for _, n := range root.Inodes {
-		if n.Version != 0 {
-			live[n.Version] = true
-		}
-	}
-	for _, m := range manifests {
-		if m.Version.Ref != 0 {
-			deps[m.Version.Ref]++
-		}
-	}
-	err := db.Update(func(tx *meta.Tx) error {
-		maxIno, err := putTree(tx, root, manifests)
-		if err != nil {
-			return err
-		}
-		var maxVersion uint64
-		var logical, stored int64
-		for id, m := range manifests {
-			v := m.Version
-			if v.Ref != 0 && manifests[v.Ref] == nil {
-				return fmt.Errorf("version %d is coded against version %d, which the root does not name: %w", id, v.Ref, ErrCorrupt)
-			}
-			var size int64
-			for _, p := range m.Pieces {
-				size += p.Size
-			}
-			if size != v.PackBytes {
-				return fmt.Errorf("version %d: pieces hold %d bytes, its pack %d: %w", id, size, v.PackBytes, ErrCorrupt)
-			}
-			v.Pack = location(id, v.PackBytes)
-			v.Live, v.Dependents = live[id], deps[id]
-			if err := tx.PutVersion(&v); err != nil {
-				return err
-			}
-			for i := range m.Segments {
-				if err := tx.PutSegment(id, &m.Segments[i]); err != nil {
-					return err
-				}
-			}
-			for i := range m.Chunks {
-				if err := tx.PutChunk(id, &m.Chunks[i]); err != nil {
-					return err
-				}
-			}
-			pieces[id] = m.Pieces
-			maxVersion = max(maxVersion, uint64(id))
-			if v.Live {
-				logical += v.Size
-			}
-			stored += v.PackBytes
-		}
-		for name, v := range map[string]uint64{"next_ino": maxIno, "next_version": maxVersion,
-			"logical_bytes": uint64(logical), "stored_bytes": uint64(stored)} {
-			if err := tx.SetCounter(name, v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return pieces, err
-}
-
-// putTree writes a root's inodes, names and xattrs; every version an inode
-// holds must be among manifests. It returns the highest inode number.
-func putTree(tx *meta.Tx, root *Root, manifests map[meta.VersionID]*Manifest) (uint64, error) {
-	var maxIno uint64
-	for i := range root.Inodes {
-		n := root.Inodes[i]
-		if n.Version != 0 && manifests[n.Version] == nil {
-			return 0, fmt.Errorf("inode %d holds version %d, which the root does not name: %w", n.Ino, n.Version, ErrCorrupt)
-		}
-		if err := tx.PutInode(&n); err != nil {
-			return 0, err
-		}
-		maxIno = max(maxIno, uint64(n.Ino))
-	}
-	for _, d := range root.Dirents {
-		if err := tx.Link(d.Parent, d.Name, d.Child); err != nil {
-			return 0, err
-		}
-	}
-	for _, x := range root.Xattrs {
-		if err := tx.SetXattr(x.Ino, x.Name, x.Value); err != nil {
-			return 0, err
-		}
-	}
-	return maxIno, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -13,6 +14,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
 	"github.com/ckptfs/ckptfs/chain/storedir"
+	"github.com/ckptfs/ckptfs/meta"
 )
 
 // remoteFlags are the flags of a mount that replicates to (or reads from)
@@ -27,6 +29,14 @@ type remoteFlags struct {
 	interval  time.Duration
 	bwlimit   string
 	keepRoots int
+	keepFor   time.Duration
+	uploads   bool // the upload flags are registered
+	writer    string
+	heartbeat time.Duration
+	// A read-only mount's cut and following (docs/REMOTE.md).
+	follow         bool
+	followInterval time.Duration
+	writerTimeout  time.Duration
 }
 
 func (r *remoteFlags) registerClient(fl *pflag.FlagSet) {
@@ -35,6 +45,7 @@ func (r *remoteFlags) registerClient(fl *pflag.FlagSet) {
 }
 
 func (r *remoteFlags) registerUpload(fl *pflag.FlagSet) {
+	r.uploads = true
 	fl.StringVar(&r.pieceSize, "remote-piece-size", "32MiB", "most pack bytes per uploaded object")
 	fl.MarkHidden("remote-piece-size")
 	fl.DurationVar(&r.interval, "remote-interval", 5*time.Second, "how often renames and deletions are looked for when no save wakes the uploader")
@@ -42,31 +53,61 @@ func (r *remoteFlags) registerUpload(fl *pflag.FlagSet) {
 	fl.StringVar(&r.bwlimit, "remote-bwlimit", "", "cap the upload rate, in bytes per second (e.g. 50MiB)")
 	fl.IntVar(&r.keepRoots, "remote-keep-roots", 2, "newest roots kept in the bucket with everything they need")
 	fl.MarkHidden("remote-keep-roots")
+	fl.DurationVar(&r.keepFor, "remote-keep-for", 10*time.Minute, "how long the objects of a deleted checkpoint stay in the bucket for readers that have its files open")
+	fl.StringVar(&r.writer, "remote-writer", defaultWriter(), "this store's name among the writers of the run (one per node): its objects go under PREFIX/writers/NAME/")
+	fl.DurationVar(&r.heartbeat, "remote-heartbeat", time.Second, "how often a busy writer tells readers how far its upload is complete (idle, a minute after its last root: every 5s)")
+	fl.MarkHidden("remote-heartbeat")
+}
+
+// defaultWriter is the machine's host name, the usual one store per node.
+func defaultWriter() string {
+	h, err := os.Hostname()
+	if err != nil || remote.CheckWriterName(h) != nil {
+		return "node"
+	}
+	return h
 }
 
 func (r *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&r.url, "remote", "", "replicate the store to s3://BUCKET/PREFIX in the background (with --read-only: serve that bucket's newest checkpoint)")
 	fl.BoolVar(&r.readOnly, "read-only", false, "with --remote: mount the bucket's content read-only on an empty store, fetching chunks on demand")
 	fl.DurationVar(&r.drain, "remote-drain", 30*time.Second, "at unmount, how long to wait for uploads in flight (the rest resumes at the next mount or ckptfs push)")
+	fl.BoolVar(&r.follow, "follow", false, "with --read-only: show newer checkpoints as the writers upload them (open files keep their content until closed)")
+	fl.DurationVar(&r.followInterval, "follow-interval", time.Second, "with --follow: how often the bucket is looked at")
+	fl.DurationVar(&r.writerTimeout, "writer-timeout", 0, "with --read-only: stop waiting for a writer silent this long (0: wait until it mounts again; a killed writer's last files may then show partial)")
 	r.registerClient(fl)
 	r.registerUpload(fl)
+}
+
+// cutOptions are a read-only mount's.
+func (r *remoteFlags) cutOptions() remote.CutOptions {
+	return remote.CutOptions{WriterTimeout: r.writerTimeout, EmptyOK: r.follow}
 }
 
 func (r *remoteFlags) check() error {
 	if r.readOnly && r.url == "" {
 		return errors.New("--read-only needs --remote: only a replica of a bucket is mounted read-only")
 	}
+	if r.follow && !r.readOnly {
+		return errors.New("--follow needs --read-only: a writable mount shows its own files")
+	}
+	if r.readOnly && (r.followInterval <= 0 || r.writerTimeout < 0) {
+		return errors.New("--follow-interval must be positive, --writer-timeout not negative")
+	}
 	if r.url != "" {
 		if _, err := bucket.ParseURL(r.url); err != nil {
 			return err
 		}
+	}
+	if err := remote.CheckWriterName(r.writer); r.uploads && err != nil {
+		return fmt.Errorf("--remote-writer: %w", err)
 	}
 	_, err := r.options()
 	return err
 }
 
 func (r *remoteFlags) options() (remote.Options, error) {
-	o := remote.Options{Interval: r.interval, KeepRoots: r.keepRoots}
+	o := remote.Options{Interval: r.interval, KeepRoots: r.keepRoots, KeepFor: r.keepFor, Writer: r.writer, Heartbeat: r.heartbeat}
 	var err error
 	if r.pieceSize != "" {
 		if o.PieceSize, err = parseSize(r.pieceSize); err != nil {
@@ -110,7 +151,7 @@ func (r *remoteFlags) open(required, uploads bool) (*bucket.S3, error) {
 }
 
 // startUploader starts replicating ds if --remote is set (nil otherwise).
-func (r *remoteFlags) startUploader(ds *storedir.Store) (*remote.Uploader, error) {
+func (r *remoteFlags) startUploader(ds *storedir.Store, cut func() (int64, []meta.Ino)) (*remote.Uploader, error) {
 	if r.url == "" {
 		return nil, nil
 	}
@@ -122,12 +163,13 @@ func (r *remoteFlags) startUploader(ds *storedir.Store) (*remote.Uploader, error
 	if err != nil {
 		return nil, err
 	}
+	o.Cut = cut
 	u, err := remote.NewUploader(ds.Store, ds.Dir, b, o)
 	if err != nil {
 		return nil, err
 	}
 	u.Start()
-	logrus.Infof("replicating to %s", b)
+	logrus.Infof("replicating to %s as writer %s", b, o.Writer)
 	return u, nil
 }
 

@@ -148,12 +148,12 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 		}
 	}
 	limitMemoryFor(ds, 0)
-	up, err := f.remote.startUploader(ds)
+	fsys := fs.New(ds.Store)
+	up, err := f.remote.startUploader(ds, fsys.Cut)
 	if err != nil {
 		ds.Close()
 		return nil, err
 	}
-	fsys := fs.New(ds.Store)
 	fsys.SyncClose = f.syncClose
 	fsys.Staging = ds.Staging
 	fsys.Stats = func() ([]byte, error) {
@@ -198,11 +198,21 @@ func replicaMount(f mountFlags, pol policy.Policy, b bucket.Bucket) (*mountedSto
 	limitMemoryTo(rep.Store.MemoryBudget())
 	fsys := fs.New(rep.Store)
 	fsys.Stats = func() ([]byte, error) {
-		return json.MarshalIndent(map[string]any{"store": f.store, "remote": b.String(), "read_only": true,
-			"root_seq": rep.Root.Seq, "root_created_ns": rep.Root.Created, "versions": len(rep.Root.Versions)}, "", "  ")
+		st := rep.Stats()
+		return json.MarshalIndent(struct {
+			Store    string `json:"store"`
+			ReadOnly bool   `json:"read_only"`
+			Follow   bool   `json:"follow"`
+			remote.ReplicaStats
+		}{f.store, true, f.remote.follow, st}, "", "  ")
 	}
-	return &mountedStore{fsys: fsys, what: fmt.Sprintf(" read-only: %s root %d (store %s)", b, rep.Root.Seq, f.store),
+	stop := func() {}
+	if f.remote.follow {
+		stop = follow(rep, fsys, f.remote.followInterval)
+	}
+	return &mountedStore{fsys: fsys, what: fmt.Sprintf(" read-only: %s: %s (store %s)", b, rep.Describe(), f.store),
 		close: func() error {
+			stop()
 			if err := rep.Close(); err != nil {
 				return fmt.Errorf("close replica %s: %w", f.store, err)
 			}
@@ -212,7 +222,44 @@ func replicaMount(f mountFlags, pol policy.Policy, b bucket.Bucket) (*mountedSto
 
 // openReplica rebuilds the replica of bucket b in f.store.
 func openReplica(f mountFlags, pol policy.Policy, b bucket.Bucket) (*remote.Replica, error) {
-	return remote.OpenReplica(context.Background(), f.store, b, storeOptions(f, pol))
+	return remote.OpenReplica(context.Background(), f.store, b, storeOptions(f, pol), f.remote.cutOptions())
+}
+
+// follow refreshes rep every interval until stop is called: newer cuts
+// of the run show as the writers upload them.
+func follow(rep *remote.Replica, fsys *fs.FS, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		failing := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			changed, err := rep.Refresh(ctx, fsys.InUse)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				if !failing {
+					logrus.WithError(err).Warn("follow: reading the bucket failed; showing the last cut until it answers")
+				}
+				failing = true
+			case err == nil:
+				if failing {
+					logrus.Info("follow: the bucket answers again")
+				}
+				failing = false
+				if changed {
+					logrus.Infof("follow: now showing %s", rep.Describe())
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // serveStore mounts m at mp and serves it until unmounted or signalled,
