@@ -90,9 +90,10 @@ test-full: test
 demo: deps build
 	BIN=$(BIN) PYTHON=$(CKPTFS_PYTHON) integration/demo/demo.sh
 
-# The demo training into a mount that replicates to an S3 bucket (a local
-# versitygw), then a restore from the bucket on an empty store: upload
-# figures and restore time against a plain directory.
+# Two "nodes" (two mounts, two gloo ranks saving torch.distributed.checkpoint)
+# replicating to one S3 run (a local versitygw) and a reader that follows
+# them; then upload figures and a restore from the bucket on an empty store
+# against plain GETs of the same files.
 demo-remote: deps build
 	BIN=$(BIN) PYTHON=$(CKPTFS_PYTHON) integration/demo/remote.sh
 

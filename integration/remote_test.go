@@ -21,6 +21,10 @@ import (
 
 const remoteURL = "s3://ckpt/run"
 
+// soloWriter names the one writer of the single-node tests: its objects
+// are under run/writers/solo/.
+const soloWriter = "solo"
+
 // remoteStats is the "remote" object of a replicating mount's stats.json.
 type remoteStats struct {
 	RootSeq              int64   `json:"root_seq"`
@@ -111,7 +115,7 @@ func startS3(t *testing.T) *s3test.Server {
 // the bucket.
 func TestRemoteUploadWhileSaving(t *testing.T) {
 	srv := startS3(t)
-	m := newMount(t, "--device-size", "256MiB", "--remote", remoteURL, "--endpoint", srv.Endpoint, "--remote-piece-size", "1MiB")
+	m := newMount(t, "--device-size", "256MiB", "--remote", remoteURL, "--remote-writer", soloWriter, "--remote-keep-for", "0s", "--endpoint", srv.Endpoint, "--remote-piece-size", "1MiB")
 	var logical int64
 	for epoch := 0; epoch < 6; epoch++ {
 		data := weights(epoch, 600_000)
@@ -222,10 +226,10 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 	writeAll(t, m.path("after.txt"), []byte("after the series\n"))
 	waitRoot(seq)
 	m.waitUploaded(0, time.Minute)
-	if n := countObjects(t, srv, "manifests"); n != 1 {
+	if n := countObjects(t, srv, "writers/"+soloWriter+"/"+"manifests"); n != 1 {
 		t.Errorf("after deleting the series the bucket holds %d manifests, want 1 (after.txt's)", n)
 	}
-	if n := countObjects(t, srv, "roots"); n != 2 {
+	if n := countObjects(t, srv, "writers/"+soloWriter+"/"+"roots"); n != 2 {
 		t.Errorf("the bucket holds %d roots, want the kept 2", n)
 	}
 }
@@ -236,7 +240,7 @@ func TestRemoteUploadWhileSaving(t *testing.T) {
 // others. The next mount resumes and completes the upload.
 func TestRemoteKillDuringUpload(t *testing.T) {
 	srv := startS3(t)
-	flags := []string{"--device-size", "256MiB", "--remote", remoteURL, "--endpoint", srv.Endpoint, "--remote-piece-size", "256KiB"}
+	flags := []string{"--device-size", "256MiB", "--remote", remoteURL, "--remote-writer", soloWriter, "--remote-keep-for", "0s", "--endpoint", srv.Endpoint, "--remote-piece-size", "256KiB"}
 	m := newMount(t, append(flags, "--remote-bwlimit", "1MiB")...)
 	rng := rand.New(rand.NewSource(1))
 	var logical int64
@@ -252,16 +256,16 @@ func TestRemoteKillDuringUpload(t *testing.T) {
 			m.waitUploaded(int64(len(data)), 2*time.Minute)
 		}
 	}
-	before := countObjects(t, srv, "pieces")
+	before := countObjects(t, srv, "writers/"+soloWriter+"/"+"pieces")
 	deadline := time.Now().Add(time.Minute)
-	for countObjects(t, srv, "pieces") < before+2 {
+	for countObjects(t, srv, "writers/"+soloWriter+"/"+"pieces") < before+2 {
 		if time.Now().After(deadline) {
 			t.Fatal("no piece of the second file uploaded")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	m.kill9()
-	if n := countObjects(t, srv, "pieces"); n >= before+24 {
+	if n := countObjects(t, srv, "writers/"+soloWriter+"/"+"pieces"); n >= before+24 {
 		t.Fatalf("all %d pieces were uploaded before the kill: the test did not kill during the upload", n)
 	}
 	r := replicaMount(t, srv)
@@ -310,7 +314,7 @@ func countObjects(t *testing.T, srv *s3test.Server, dir string) int {
 // completes with nothing lost.
 func TestRemoteServerRestart(t *testing.T) {
 	srv := startS3(t)
-	m := newMount(t, "--device-size", "256MiB", "--remote", remoteURL, "--endpoint", srv.Endpoint,
+	m := newMount(t, "--device-size", "256MiB", "--remote", remoteURL, "--remote-writer", soloWriter, "--endpoint", srv.Endpoint,
 		"--remote-piece-size", "256KiB", "--remote-bwlimit", "2MiB")
 	rng := rand.New(rand.NewSource(2))
 	var logical int64
@@ -321,7 +325,7 @@ func TestRemoteServerRestart(t *testing.T) {
 		logical += int64(len(data))
 	}
 	deadline := time.Now().Add(time.Minute)
-	for countObjects(t, srv, "pieces") < 1 {
+	for countObjects(t, srv, "writers/"+soloWriter+"/"+"pieces") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("no piece uploaded")
 		}
@@ -379,14 +383,14 @@ func TestRemoteAccessDenied(t *testing.T) {
 // works.
 func TestRemoteCorruptObject(t *testing.T) {
 	srv := startS3(t)
-	m := newMount(t, "--device-size", "256MiB", "--remote", remoteURL, "--endpoint", srv.Endpoint)
+	m := newMount(t, "--device-size", "256MiB", "--remote", remoteURL, "--remote-writer", soloWriter, "--endpoint", srv.Endpoint)
 	data := make([]byte, 3<<20)
 	rand.New(rand.NewSource(3)).Read(data)
 	writeAll(t, m.path("victim.bin"), data)
 	writeAll(t, m.path("fine.npy"), weights(2, 200_000))
 	m.waitUploaded(int64(len(data)+len(weights(2, 200_000))), time.Minute)
 	// The victim's piece is the biggest: random bytes do not compress.
-	dir := filepath.Join(srv.Dir, "ckpt", "run", "pieces")
+	dir := filepath.Join(srv.Dir, "ckpt", "run", "writers", soloWriter, "pieces")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,27 +1,34 @@
 #!/usr/bin/env bash
-# make demo-remote: the demo training (integration/demo/demo.sh) into a mount
-# that replicates to an S3 bucket (a local versitygw, the tests' server),
-# then a restore on a "second node": a read-only mount of the bucket on an
-# empty store, every file read and compared with a plain run. Prints the
-# upload figures (bytes uploaded against logical, upload lag) and the
-# restore time against reading the same files from a plain directory.
+# make demo-remote: two training "nodes" and a reader that follows them,
+# on one S3 bucket (a local versitygw, the tests' server).
+#
+# Two ranks (gloo, one process each) save torch.distributed.checkpoint
+# every few seconds, rank r into node r's ckptfs mount, both replicating
+# to s3://ckpt/run under their own writer names. A third mount, read-only
+# and --follow on an empty store, shows the union of both trees; a watcher
+# loads each step the moment its .metadata shows and checks every tensor.
+# Then: bytes uploaded per writer against logical, upload lag, and a
+# restore (a fresh union mount on an empty store, every file read) against
+# reading the same bytes from the bucket with plain GETs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-bin/ckptfs}
 PY=${PYTHON:-${CKPTFS_PYTHON:-$HOME/.cache/ckptfs/venv/bin/python}}
 VGW=${CKPTFS_VERSITYGW:-$HOME/.cache/ckptfs/versitygw/bin/versitygw}
 [ -x "$VGW" ] || { echo "demo-remote: $VGW missing: run make deps" >&2; exit 1; }
+STEPS=${STEPS:-1,2,3,4,5,6}
+SCALE=${SCALE:-16} # ~24 MB a rank a step
 WORK=$(mktemp -d /tmp/ckptfs-remote-demo.XXXXXX)
-RUN=$WORK/run PLAIN=$WORK/plain STORE=$WORK/store NODE2=$WORK/node2 STORE2=$WORK/store2
-mkdir -p "$WORK/s3/ckpt" "$NODE2"
+N0=$WORK/node0 N1=$WORK/node1 FOLLOW=$WORK/follower RESTORE=$WORK/restore
+mkdir -p "$WORK/s3/ckpt" "$N0" "$N1" "$FOLLOW" "$RESTORE"
 PORT=$((20000 + RANDOM % 20000))
 export AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo-secret-key AWS_REGION=us-east-1
 export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
-EP=http://127.0.0.1:$PORT URL=s3://ckpt/demo
+EP=http://127.0.0.1:$PORT URL=s3://ckpt/run
 "$VGW" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" --port 127.0.0.1:$PORT --quiet posix "$WORK/s3" >"$WORK/vgw.log" 2>&1 &
 VGW_PID=$!
 cleanup() {
-	for d in "$RUN" "$NODE2"; do
+	for d in "$N0" "$N1" "$FOLLOW" "$RESTORE"; do
 		if grep -q " $d " /proc/self/mountinfo; then "$BIN" umount --lazy "$d" || true; fi
 	done
 	kill "$VGW_PID" 2>/dev/null || true
@@ -31,24 +38,44 @@ trap cleanup EXIT
 sleep 1
 
 step() { printf '\n== %s\n' "$*"; }
-TRAIN=(integration/py/writers.py hf-trainer --layers 4 --width 256 --every 50 --saves 6 --keep 3)
 
-step "reference run into a plain directory"
-"$PY" "${TRAIN[@]}" --out "$RUN" 2>/dev/null | tail -1
-mv "$RUN" "$PLAIN"
-mkdir "$RUN"
+step "two writers: node-0 and node-1, each a ckptfs mount replicating to $URL"
+for i in 0 1; do
+	d=$WORK/node$i
+	"$BIN" mount --store "$WORK/store$i" --device-size 1GiB --remote "$URL" --endpoint "$EP" --remote-writer "node-$i" "$d"
+	echo "node-$i: $d"
+done
 
-step "mount ckptfs at $RUN replicating to $URL ($EP)"
-"$BIN" mount --store "$STORE" --device-size 512MiB --remote "$URL" --endpoint "$EP" "$RUN"
+step "a reader on a third store: read-only, --follow, the union of both writers"
+"$BIN" mount --store "$WORK/store-follow" --remote "$URL" --endpoint "$EP" --read-only --follow --follow-interval 500ms "$FOLLOW"
+"$PY" integration/py/dcp_ranks.py watch --dir "$FOLLOW" --steps "$STEPS" --scale "$SCALE" --timeout 600 >"$WORK/watch.log" 2>"$WORK/watch.err" &
+WATCH=$!
 
-step "train into the mount (the Trainer keeps the last 3 checkpoints)"
-"$PY" "${TRAIN[@]}" --out "$RUN" 2> >(grep -v -e '^Writing model shards' -e 'loss_type=None' >&2) | tail -1
-diff -r "$RUN" "$PLAIN" && echo "all files identical to the plain run"
+step "two ranks (gloo) save torch.distributed.checkpoint, rank r into node r's mount, steps $STEPS"
+export MASTER_ADDR=127.0.0.1 MASTER_PORT=$((40000 + RANDOM % 20000)) WORLD_SIZE=2
+t0=$(date +%s.%N)
+RANK=0 "$PY" integration/py/dcp_ranks.py save --dir "$N0" --steps "$STEPS" --scale "$SCALE" --interval 2 &
+R0=$!
+RANK=1 "$PY" integration/py/dcp_ranks.py save --dir "$N1" --steps "$STEPS" --scale "$SCALE" --interval 2 &
+R1=$!
+wait $R0 $R1
+echo "saved in $(echo "$(date +%s.%N) - $t0" | bc)s"
+ls -la "$N0/step-1" "$N1/step-1"
 
-step "wait for the upload to finish"
-"$PY" - "$RUN" <<'PYEOF'
+step "the follower: each step loaded, every tensor checked, the moment its .metadata showed"
+if ! wait $WATCH; then cat "$WORK/watch.err" >&2; exit 1; fi
+cat "$WORK/watch.log"
+"$PY" - "$WORK/watch.log" <<'PYEOF'
+import json, sys
+lags = [json.loads(l)["lag_s"] for l in open(sys.argv[1]) if l.startswith("{")]
+print("follower lag, rank 0's close of .metadata to the whole step shown: mean %.2fs, max %.2fs over %d steps" % (sum(lags) / len(lags), max(lags), len(lags)))
+PYEOF
+
+step "upload figures, per writer"
+for i in 0 1; do
+	"$PY" - "$WORK/node$i" "node-$i" <<'PYEOF'
 import json, sys, time
-mnt = sys.argv[1]
+mnt, name = sys.argv[1], sys.argv[2]
 last = None
 for _ in range(1200):
     r = json.load(open(mnt + "/.ckptfs/stats.json"))["remote"]
@@ -56,35 +83,42 @@ for _ in range(1200):
         break
     last = r
     time.sleep(0.5)
-print(json.dumps(r, indent=2))
-print("bytes uploaded / logical bytes uploaded: %d / %d = %.3f" % (r["bytes_uploaded"], r["logical_bytes_uploaded"], r["network_ratio"]))
-print("upload lag (commit to visible root): mean %.3fs, max %.3fs" % (r["lag_mean_seconds"], r["lag_max_seconds"]))
+print("%s: uploaded %d bytes for %d logical bytes (%.3f); upload lag, commit to visible root: mean %.3fs, max %.3fs" % (
+    name, r["bytes_uploaded"], r["logical_bytes_uploaded"], r["network_ratio"], r["lag_mean_seconds"], r["lag_max_seconds"]))
 PYEOF
-"$BIN" stats "$RUN"
-echo "bucket holds $(du -sb "$WORK/s3/ckpt" | cut -f1) bytes in $(find "$WORK/s3/ckpt" -type f | wc -l) objects; the live files are $(du -sb --apparent-size "$PLAIN" | cut -f1) bytes"
+done
+for w in node-0 node-1; do
+	echo "bucket: writers/$w holds $(du -sb "$WORK/s3/ckpt/run/writers/$w" | cut -f1) bytes in $(find "$WORK/s3/ckpt/run/writers/$w" -type f | wc -l) objects"
+done
 
-step "second node: read-only mount of the bucket on an empty store, restore (read every file)"
-"$BIN" mount --store "$STORE2" --remote "$URL" --endpoint "$EP" --read-only "$NODE2"
-evict() { "$PY" -c 'import os,sys
-for root,_,fs in os.walk(sys.argv[1]):
-    for f in fs:
-        fd=os.open(os.path.join(root,f),os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED); os.close(fd)' "$1"; }
-readall() { find "$1" -type f -print0 | xargs -0 cat >/dev/null; }
-t0=$(date +%s.%N); readall "$NODE2"; t1=$(date +%s.%N)
-evict "$PLAIN"
-t2=$(date +%s.%N); readall "$PLAIN"; t3=$(date +%s.%N)
-diff -r "$NODE2" "$PLAIN" && echo "restored files identical to the plain run"
-"$PY" -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('restore from the bucket (cold, empty store): %.2fs; read from a plain directory (page cache evicted): %.2fs; ratio %.1f' % (a, b, a/b))" \
-	"$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)"
-"$BIN" umount "$NODE2"
+step "restore on a fresh machine: a union mount on an empty store, every file read"
+# RESTORE_FLAGS: extra mount flags, e.g. --cpuprofile FILE.
+"$BIN" mount --store "$WORK/store-restore" --remote "$URL" --endpoint "$EP" --read-only ${RESTORE_FLAGS:-} "$RESTORE"
+bytes=$(du -sb --apparent-size "$RESTORE" | cut -f1)
+t1=$(date +%s.%N)
+find "$RESTORE" -type f -print0 | xargs -0 -P 4 -n 8 cat >/dev/null
+t2=$(date +%s.%N)
+fetched=$(du -sb "$WORK/store-restore/cache" | cut -f1)
+for i in 0 1; do
+	(cd "$WORK/node$i" && find . -type f -print0 | xargs -0 -I{} cmp {} "$RESTORE/{}") && echo "node-$i's files identical in the restore"
+done
+"$PY" integration/py/dcp_ranks.py check --dir "$RESTORE" --steps "$STEPS" --scale "$SCALE" >/dev/null && echo "every step loads from the restore (one rank, resharded), every tensor equal"
+"$BIN" umount "$RESTORE"
+"$BIN" mount --store "$WORK/store-restore" --remote "$URL" --endpoint "$EP" --read-only "$RESTORE"
+t3=$(date +%s.%N)
+find "$RESTORE" -type f -print0 | xargs -0 -P 4 -n 8 cat >/dev/null
+t4=$(date +%s.%N)
 
-step "the same read again after a remount: pieces now in the local cache (decode only, no network)"
-"$BIN" mount --store "$STORE2" --remote "$URL" --endpoint "$EP" --read-only "$NODE2"
-t4=$(date +%s.%N); readall "$NODE2"; t5=$(date +%s.%N)
-echo "read from the replica with its cache warm: $(echo "$t5 - $t4" | bc)s"
-"$BIN" umount "$NODE2"
-
-step "ckptfs pull: copy the bucket into a new ordinary store (checks every object and every file)"
-t6=$(date +%s.%N); "$BIN" pull --store "$WORK/store3" --endpoint "$EP" "$URL"; t7=$(date +%s.%N)
-echo "pull took $(echo "$t7 - $t6" | bc)s"
-"$BIN" umount "$RUN"
+step "the same bytes as plain objects, read with plain GETs (8 in flight)"
+mkdir -p "$WORK/s3/ckpt/plain"
+for i in 0 1; do cp -r "$WORK/node$i/." "$WORK/s3/ckpt/plain/"; done
+"$BIN" get-all --endpoint "$EP" s3://ckpt/plain >"$WORK/get.json"
+"$PY" - "$bytes" "$(echo "$t2 - $t1" | bc)" "$WORK/get.json" "$fetched" "$(echo "$t4 - $t3" | bc)" <<'PYEOF'
+import json, sys
+b, s, g, f, warm = int(sys.argv[1]), float(sys.argv[2]), json.load(open(sys.argv[3])), int(sys.argv[4]), float(sys.argv[5])
+print("restore through ckptfs: %d bytes in %.2fs = %.0f MB/s (fetch, decode, check)" % (b, s, b / 1e6 / s))
+print("plain GETs of the same files: %d bytes in %.2fs = %.0f MB/s" % (g["bytes"], g["seconds"], g["mb_per_second"]))
+print("the same restore again, its pieces in the local cache (decode and check only): %.2fs = %.0f MB/s" % (warm, b / 1e6 / warm))
+print("restore / plain GETs: %.2f of the throughput, fetching %d bytes (%.0f%% of the files')" % ((b / s) / (g["bytes"] / g["seconds"]), f, 100.0 * f / b))
+PYEOF
+for d in "$RESTORE" "$FOLLOW" "$N0" "$N1"; do "$BIN" umount "$d"; done
