@@ -331,7 +331,7 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 // it allocates is reserved on the device first, so a fallocate beyond the
 // free space df shows fails with ENOSPC and changes nothing (space.go).
 // By a caller other than root it clears setuid and setgid bits as a write
-// does (killPrivilegesOnChange).
+// does (killPrivileges: a fallocate request carries no flag for it).
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	if off+size > maxFileSize {
 		return syscall.EFBIG
@@ -356,7 +356,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	if errno != 0 {
 		return errno
 	}
-	if errno := h.n.killPrivilegesOnChange(ctx); errno != 0 {
+	if errno := h.n.killPrivileges(ctx); errno != 0 {
 		return errno
 	}
 	before, _ := allocatedBytes(sf)
@@ -366,48 +366,6 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	after, _ := allocatedBytes(sf)
 	grown = after - before
 	return toErrno(err)
-}
-
-// killPrivilegesOnChange clears what a change of the content by a caller
-// without CAP_FSETID (here: other than root) clears on a plain filesystem
-// (Linux's setattr_should_drop_suidgid): killPrivileges's setuid bit,
-// setgid bit of a group-executable file and security.capability, and the
-// setgid bit of a file whose group the caller is not in. The mount handles
-// killing privileges (HANDLE_KILLPRIV_V2), so the kernel leaves it to us,
-// and a fallocate request carries no flag for it. A changed mode is
-// announced to the kernel: it keeps the mode it cached (stat -c %a asks
-// for nothing else) though fallocate invalidates the size and times.
-func (n *Node) killPrivilegesOnChange(ctx context.Context) syscall.Errno {
-	caller, ok := fuse.FromContext(ctx)
-	if !ok || caller.Uid == 0 {
-		return 0
-	}
-	in, err := n.fsys.store.Inode(n.ino)
-	if err != nil {
-		return toErrno(err)
-	}
-	mode := in.Mode
-	if errno := n.killPrivileges(ctx); errno != 0 {
-		return errno
-	}
-	if in, err = n.fsys.store.Inode(n.ino); err != nil {
-		return toErrno(err)
-	}
-	if in.Mode&syscall.S_ISGID != 0 && !inGroup(caller, in.Gid) {
-		in, err = n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
-			ino.Mode &^= syscall.S_ISGID
-			return nil
-		})
-		if err != nil {
-			return toErrno(err)
-		}
-	}
-	if in.Mode != mode {
-		// Attributes only (offset -1): no page locks, so it may be sent
-		// from inside the request.
-		n.NotifyContent(-1, 0)
-	}
-	return 0
 }
 
 // inGroup reports whether the caller is in group gid: its own (the FUSE

@@ -392,7 +392,7 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 		caller, _ := fuse.FromContext(ctx)
 		_, err := n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
 			if (hasUid || hasGid) && !hasMode {
-				ino.Mode = chownedMode(ino.Mode, caller, ino.Gid)
+				ino.Mode = setidCleared(ino.Mode, caller, ino.Gid)
 			}
 			if hasMode {
 				ino.Mode = ino.Mode&syscall.S_IFMT | mode&^syscall.S_IFMT
@@ -419,13 +419,15 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	return n.Getattr(ctx, fh, out)
 }
 
-// chownedMode is the mode after a chown, as Linux's chown_common makes it
-// for any file but a directory, root's chown included: setuid cleared;
-// setgid cleared where the group may execute, or, on a file it only marks
-// for mandatory locking, when the caller is neither root nor in the file's
-// group (gid, before the chown). The kernel leaves this to a FUSE daemon
-// that handles kill-priv (pjdfstest chown/00.t, fstests generic/193).
-func chownedMode(mode uint32, caller *fuse.Caller, gid uint32) uint32 {
+// setidCleared is a file's mode after a change that kills privileges, by
+// Linux's one rule (setattr_should_drop_suidgid, chown_common): any file
+// but a directory loses setuid; setgid goes where the group may execute,
+// or, on a file it only marks for mandatory locking, when the caller is
+// neither root nor in the file's group gid. A chown applies it for root
+// too; a write, truncate or fallocate only for callers other than root
+// (killPrivileges). The kernel leaves all of it to a FUSE daemon that
+// handles kill-priv (pjdfstest chown/00.t, fstests generic/193).
+func setidCleared(mode uint32, caller *fuse.Caller, gid uint32) uint32 {
 	if mode&syscall.S_IFMT == syscall.S_IFDIR {
 		return mode
 	}

@@ -119,13 +119,15 @@ func (n *Node) release(of *openFile, writable bool) {
 	}
 }
 
-// killPrivileges clears the setuid bit, and the setgid bit of a
-// group-executable file, and drops security.capability, when a caller
-// other than root opens the file for writing. The mount handles that itself
+// killPrivileges applies setidCleared, and drops security.capability,
+// when a caller other than root changes the file: opens it for writing,
+// truncates it, fallocates. The mount handles that itself
 // (HANDLE_KILLPRIV_V2): otherwise the kernel asks for security.capability
 // before every write(2), a round trip to the daemon that passthrough
 // writes would pay too. A plain kernel clears them at the first write; here
-// it is at the open, which a write follows.
+// it is at the open, which a write follows. A changed mode is announced to
+// the kernel, which keeps the mode it cached otherwise (stat -c %a asks for
+// nothing else).
 func (n *Node) killPrivileges(ctx context.Context) syscall.Errno {
 	caller, ok := fuse.FromContext(ctx)
 	if !ok || caller.Uid == 0 {
@@ -135,18 +137,24 @@ func (n *Node) killPrivileges(ctx context.Context) syscall.Errno {
 	if err != nil {
 		return toErrno(err)
 	}
-	kill := in.Mode&syscall.S_ISUID != 0 || in.Mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP
-	if kill {
+	// The group test may read the caller's /proc status: not inside the
+	// transaction, and only for a file with setgid.
+	if mode := setidCleared(in.Mode, caller, in.Gid); mode != in.Mode {
+		gid := in.Gid
 		_, err = n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
-			ino.Mode &^= syscall.S_ISUID
-			if ino.Mode&syscall.S_IXGRP != 0 {
-				ino.Mode &^= syscall.S_ISGID
+			if ino.Gid == gid {
+				ino.Mode = setidCleared(ino.Mode, caller, gid)
+			} else { // chowned meanwhile: no /proc read in here
+				ino.Mode = setidCleared(ino.Mode, nil, ino.Gid) &^ syscall.S_ISGID
 			}
 			return nil
 		})
 		if err != nil {
 			return toErrno(err)
 		}
+		// Attributes only (offset -1): no page locks, so it may be sent
+		// from inside the request.
+		n.NotifyContent(-1, 0)
 	}
 	if _, has := n.fsys.store.Xattr(n.ino, "security.capability"); has {
 		return toErrno(n.fsys.store.RemoveXattr(n.ino, "security.capability"))
