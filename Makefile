@@ -141,7 +141,8 @@ FUZZ_TARGETS := \
 	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
 	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle ./encode/detect:FuzzDCP \
 	./encode/pickle:FuzzPickle \
-	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta:FuzzRecords ./chain:FuzzStagingNames
+	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta:FuzzRecords ./chain:FuzzStagingNames \
+	./chain/remote:FuzzMerge
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

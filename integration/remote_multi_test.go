@@ -470,6 +470,10 @@ func TestRemoteTwoNodesDCP(t *testing.T) {
 	}
 	checkDeltas(t, stats)
 	checkMembers(t, srv, "node-0", "node-1")
+	// ckptfs stats of the follower names both writers and the cut.
+	if out := run(t, "stats", f.dir); !strings.Contains(out, "writer node-0: root") || !strings.Contains(out, "writer node-1: root") || !strings.Contains(out, "cut at") {
+		t.Errorf("ckptfs stats of the follower:\n%s", out)
+	}
 
 	u := unionMount(t, srv)
 	checkRanks(t, py, u.path("ckpt"), "--mode", "dcp", "--steps", steps)

@@ -187,17 +187,17 @@ type ReplicaWriter struct {
 
 // ReplicaStats describes what a replica shows.
 type ReplicaStats struct {
-	Remote   string          `json:"remote"`
-	Cut      int64           `json:"cut_ns"` // 0: no writer holds it back
-	Writers  []ReplicaWriter `json:"writers"`
-	Refreshs int64           `json:"refreshes"`
+	Remote    string          `json:"remote"`
+	Cut       int64           `json:"cut_ns"` // 0: no writer holds it back
+	Writers   []ReplicaWriter `json:"writers"`
+	Refreshes int64           `json:"refreshes"`
 }
 
 // Stats reports the writers and the cut shown.
 func (r *Replica) Stats() ReplicaStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := ReplicaStats{Remote: r.run.String(), Refreshs: r.changes}
+	st := ReplicaStats{Remote: r.run.String(), Refreshes: r.changes}
 	if r.cut != noCut {
 		st.Cut = r.cut
 	}

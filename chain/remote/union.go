@@ -314,11 +314,15 @@ func merge(views []*writerView, cut int64, ids *unionIDs) (*union, error) {
 			roots = append(roots, cand{w, n})
 		}
 	}
-	if _, err := u.dir("", meta.RootIno, roots, ids); err != nil {
+	if _, err := u.dir("", meta.RootIno, roots, ids, map[cand]bool{}); err != nil {
 		return nil, err
 	}
 	return u, nil
 }
+
+// maxDepth bounds how deep the union walks: a root whose directories
+// loop (damaged) must not recurse forever.
+const maxDepth = 4096
 
 // cand is one writer's inode at a path.
 type cand struct {
@@ -331,10 +335,23 @@ func isDir(n *meta.Inode) bool { return n.Mode&syscall.S_IFMT == syscall.S_IFDIR
 // dir merges the directories cs at path p into union inode ino; it
 // reports whether the directory is shown: it holds something shown, or
 // one of them was last changed before the cut (the root always is).
-func (u *union) dir(p string, ino meta.Ino, cs []cand, ids *unionIDs) (bool, error) {
+// above holds the directories on the way here: one met again is a loop in
+// a damaged root, and skipped.
+func (u *union) dir(p string, ino meta.Ino, cs []cand, ids *unionIDs, above map[cand]bool) (bool, error) {
+	if len(above) > maxDepth {
+		return false, fmt.Errorf("/%s: directories nested deeper than %d: %w", p, maxDepth, ErrCorrupt)
+	}
+	for _, c := range cs {
+		above[c] = true
+		defer delete(above, c)
+	}
 	names := map[string][]cand{}
 	for _, c := range cs {
 		for _, d := range c.w.children[c.n.Ino] {
+			if !validName(d.Name) {
+				u.conflicts = append(u.conflicts, fmt.Sprintf("damaged root of %s: a name %q in /%s", c.w.label(), d.Name, p))
+				continue
+			}
 			if n := c.w.inodes[d.Child]; n != nil {
 				names[d.Name] = append(names[d.Name], cand{c.w, n})
 			}
@@ -351,6 +368,8 @@ func (u *union) dir(p string, ino meta.Ino, cs []cand, ids *unionIDs) (bool, err
 		var dirs, files []cand
 		for _, c := range names[name] {
 			switch {
+			case isDir(c.n) && above[c]:
+				u.conflicts = append(u.conflicts, fmt.Sprintf("damaged root of %s: /%s loops back to a directory above it", c.w.label(), childPath))
 			case isDir(c.n):
 				dirs = append(dirs, c)
 			case c.w.shows(c.n):
@@ -359,7 +378,7 @@ func (u *union) dir(p string, ino meta.Ino, cs []cand, ids *unionIDs) (bool, err
 		}
 		if len(dirs) > 0 {
 			cino := ids.dir(childPath)
-			shown, err := u.dir(childPath, cino, dirs, ids)
+			shown, err := u.dir(childPath, cino, dirs, ids, above)
 			if err != nil {
 				return false, err
 			}
@@ -405,6 +424,11 @@ func (u *union) dir(p string, ino meta.Ino, cs []cand, ids *unionIDs) (bool, err
 	u.inodes[ino] = &n
 	u.xattrs[ino] = renumberXattrs(top.w.xattrs[top.n.Ino], ino)
 	return true, nil
+}
+
+// validName reports whether a directory entry's name can be shown.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && len(name) <= 255 && !strings.ContainsAny(name, "/\x00")
 }
 
 // newest is the candidate last modified; between equals, the first
@@ -461,6 +485,9 @@ func (u *union) version(w *writerView, id meta.VersionID, ids *unionIDs) (meta.V
 	m := w.manifests[id]
 	if m == nil {
 		return 0, fmt.Errorf("writer %s: version %d is not named by its root: %w", w.label(), id, ErrCorrupt)
+	}
+	if m.Version.Ref >= id {
+		return 0, fmt.Errorf("writer %s: version %d is coded against version %d, not an earlier one: %w", w.label(), id, m.Version.Ref, ErrCorrupt)
 	}
 	var ref meta.VersionID
 	if m.Version.Ref != 0 {

@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -398,4 +399,43 @@ func TestJoiningWriterHoldsCut(t *testing.T) {
 	}
 	mustShow(t, r, "metadata", a.files["metadata"])
 	mustShow(t, r, "shard-1", c.files["shard-1"])
+}
+
+// FuzzMerge: a damaged or hostile root (loops, a directory linked into
+// itself, names with slashes, versions coded against later ones, inodes
+// naming versions no manifest has) is merged without panicking.
+func FuzzMerge(f *testing.F) {
+	f.Add([]byte(`{"format":1,"seq":1,"watermark_ns":5,"versions":[{"id":1,"manifest":"m"}],` +
+		`"inodes":[{"Ino":1,"Mode":16877,"Mtime":1},{"Ino":2,"Mode":16877,"Mtime":1},{"Ino":3,"Mode":33188,"Mtime":1,"Version":1}],` +
+		`"dirents":[{"parent":1,"name":"a","child":2},{"parent":2,"name":"f","child":3},{"parent":2,"name":"up","child":1},{"parent":2,"name":"x/y","child":3}]}`))
+	f.Add([]byte(`{"inodes":[{"Ino":1,"Mode":16877}],"dirents":[{"parent":1,"name":"self","child":1}]}`))
+	f.Add([]byte(`{"inodes":[{"Ino":1,"Mode":16877},{"Ino":2,"Mode":33188,"Version":7}],"dirents":[{"parent":1,"name":"f","child":2}],"open":[2]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var root Root
+		if json.Unmarshal(data, &root) != nil {
+			return
+		}
+		manifests := map[meta.VersionID]*Manifest{}
+		for _, rv := range root.Versions {
+			// Each version coded against the one before it, or itself.
+			manifests[rv.ID] = &Manifest{Version: meta.Version{ID: rv.ID, Ref: rv.ID / 2}}
+		}
+		w := &writerView{name: "a", dir: "writers/a/", root: &root, manifests: manifests, watermark: root.Watermark}
+		w.index()
+		other := &writerView{name: "b", dir: "writers/b/", root: &root, manifests: manifests, watermark: noCut}
+		other.index()
+		views := []*writerView{w, other}
+		un, err := merge(views, cutOf(views), newUnionIDs())
+		if err != nil {
+			return
+		}
+		if un.inodes[meta.RootIno] == nil {
+			t.Fatal("a merge without a root directory")
+		}
+		for _, d := range un.dirents {
+			if un.inodes[d.Child] == nil || un.inodes[d.Parent] == nil {
+				t.Fatalf("entry %+v names an inode the union lacks", d)
+			}
+		}
+	})
 }

@@ -202,6 +202,28 @@ func withRemoteStats(rep *storedir.Report, st *remote.Stats) any {
 	}{rep, st}
 }
 
+// printReplica is ckptfs stats of a read-only mount of a run.
+func printReplica(out io.Writer, st *remote.ReplicaStats) {
+	fmt.Fprintf(out, "Read-only mount of %s", st.Remote)
+	if st.Cut != 0 {
+		fmt.Fprintf(out, ", cut at %s", time.Unix(0, st.Cut).UTC().Format(time.RFC3339Nano))
+	}
+	fmt.Fprintf(out, " (%d refreshes changed the tree)\n", st.Refreshes)
+	for _, w := range st.Writers {
+		name := w.Name
+		if name == "" {
+			name = "(the prefix's own store)"
+		}
+		fmt.Fprintf(out, "  writer %s: root %d, %d versions", name, w.RootSeq, w.Versions)
+		if w.Watermark != 0 {
+			fmt.Fprintf(out, ", complete to %s", time.Unix(0, w.Watermark).UTC().Format(time.RFC3339Nano))
+		} else {
+			fmt.Fprint(out, ", holds no cut back")
+		}
+		fmt.Fprintln(out)
+	}
+}
+
 // printRemote is the remote paragraph of ckptfs stats.
 func printRemote(out io.Writer, st *remote.Stats) {
 	fmt.Fprintf(out, "\nRemote %s: root %d, %d versions uploaded, %d pending\n", st.Remote, st.RootSeq, st.VersionsUploaded, st.PendingVersions)

@@ -40,6 +40,18 @@ daemon) or --store for an unmounted store.`,
 				if err != nil {
 					return fmt.Errorf("%s is not a mounted ckptfs (%w)", args[0], err)
 				}
+				var replica struct {
+					ReadOnly bool `json:"read_only"`
+					remote.ReplicaStats
+				}
+				if json.Unmarshal(b, &replica) == nil && replica.ReadOnly {
+					if asJSON {
+						_, err := cmd.OutOrStdout().Write(b)
+						return err
+					}
+					printReplica(cmd.OutOrStdout(), &replica.ReplicaStats)
+					return nil
+				}
 				rep = new(storedir.Report)
 				if err := json.Unmarshal(b, rep); err != nil {
 					return fmt.Errorf("stats.json: %w", err)
