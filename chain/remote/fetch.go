@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,13 +81,46 @@ func firstMissing(have []bool) int64 {
 	return -1
 }
 
-// retain forgets the pieces of versions the metadata no longer keeps.
+// retain forgets the pieces of versions the metadata no longer keeps, and
+// deletes their cache files: a follower's cache holds what the run keeps,
+// not everything it ever read.
 func (f *fetcher) retain(kept map[meta.VersionID]*Manifest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for id := range f.pieces {
+	keys, shas := map[string]bool{}, map[string]bool{}
+	for id, pieces := range f.pieces {
 		if kept[id] == nil {
 			delete(f.pieces, id)
+			continue
+		}
+		for _, p := range pieces {
+			keys[p.Key], shas[p.SHA256] = true, true
+		}
+	}
+	for key := range f.states {
+		if !keys[key] {
+			delete(f.states, key)
+		}
+	}
+	f.pruneCache(shas)
+}
+
+// pruneCache deletes the cache files of pieces not in keep (by SHA-256).
+func (f *fetcher) pruneCache(keep map[string]bool) {
+	ents, err := os.ReadDir(f.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		sum, ok := strings.CutSuffix(name, ".done")
+		if !ok {
+			sum, ok = strings.CutSuffix(name, ".part")
+		}
+		if ok && !keep[sum] {
+			if err := os.Remove(filepath.Join(f.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				logrus.WithError(err).Warn("chunk cache: remove a piece no version needs")
+			}
 		}
 	}
 }

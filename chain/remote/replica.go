@@ -77,7 +77,7 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 	if err != nil {
 		return nil, fmt.Errorf("replica %s: %w", dir, err)
 	}
-	kept, err := apply(db, un, nil)
+	kept, _, err := apply(db, un, nil)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("replica %s: %w", dir, err)
@@ -87,6 +87,7 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 		db.Close()
 		return nil, err
 	}
+	fetch.retain(kept) // pieces of versions deleted since the last mount
 	if o.Policy.Codec == 0 && o.Policy.Scheme == 0 {
 		o.Policy = policy.Default()
 	}
@@ -150,11 +151,12 @@ func (r *Replica) Refresh(ctx context.Context, inUse func(meta.Ino) bool) (bool,
 	}
 	// Pieces first: a version must be readable once a name shows it.
 	r.fetch.addPieces(piecesOf(un.manifests))
-	kept, err := apply(r.db, un, inUse)
+	kept, inodes, err := apply(r.db, un, inUse)
 	if err != nil {
 		return false, fmt.Errorf("remote %s: refresh: %w", r.run, err)
 	}
 	r.fetch.retain(kept)
+	r.ids.prune(inodes, kept)
 	var gone []meta.VersionID
 	for id := range kept {
 		if un.manifests[id] == nil && !r.keptWhole[id] {

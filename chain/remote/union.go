@@ -267,6 +267,27 @@ func newUnionIDs() *unionIDs {
 		vers: map[verKey]meta.VersionID{}, nextIno: uint64(meta.RootIno)}
 }
 
+// prune forgets the numbers of inodes and versions the metadata no longer
+// holds: a follower's numbering stays the size of what it shows. One that
+// shows again is numbered anew.
+func (ids *unionIDs) prune(inodes map[meta.Ino]bool, versions map[meta.VersionID]*Manifest) {
+	for p, ino := range ids.dirs {
+		if p != "" && !inodes[ino] {
+			delete(ids.dirs, p)
+		}
+	}
+	for k, ino := range ids.files {
+		if !inodes[ino] {
+			delete(ids.files, k)
+		}
+	}
+	for k, id := range ids.vers {
+		if versions[id] == nil {
+			delete(ids.vers, k)
+		}
+	}
+}
+
 func (ids *unionIDs) dir(p string) meta.Ino {
 	if ino, ok := ids.dirs[p]; ok {
 		return ino
@@ -522,8 +543,9 @@ func renumberXattrs(xs []Xattr, ino meta.Ino) []Xattr {
 // inUse reports (open, or known to the kernel), which stay as orphans
 // with their versions until the kernel forgets them, as an unlinked file
 // on any filesystem. It returns the versions the metadata keeps.
-func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID]*Manifest, error) {
+func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID]*Manifest, map[meta.Ino]bool, error) {
 	kept := map[meta.VersionID]*Manifest{}
+	inodes := map[meta.Ino]bool{}
 	err := db.Update(func(tx *meta.Tx) error {
 		type entry struct {
 			parent meta.Ino
@@ -578,6 +600,7 @@ func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID
 					}
 				}
 				holds[n.Version] = true
+				inodes[n.Ino] = true
 				continue
 			}
 			if err := tx.DeleteInode(n.Ino); err != nil {
@@ -585,6 +608,7 @@ func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID
 			}
 		}
 		for ino, n := range u.inodes {
+			inodes[ino] = true
 			maxIno = max(maxIno, ino)
 			if err := tx.PutInode(n); err != nil {
 				return err
@@ -683,7 +707,7 @@ func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID
 		}
 		return nil
 	})
-	return kept, err
+	return kept, inodes, err
 }
 
 // putXattrs makes ino's extended attributes xs.

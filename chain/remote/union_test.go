@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -298,6 +299,15 @@ func TestFollowKeepsOpenFiles(t *testing.T) {
 		t.Fatal("the version of a deleted file no longer in use is still kept")
 	}
 	mustShow(t, r, "step-3/model.pt", a.files["step-3/model.pt"])
+	// What it no longer shows leaves its cache and its numbering.
+	for _, pc := range oldPieces {
+		if _, err := os.Stat(r.fetch.donePath(pc)); err == nil {
+			t.Errorf("the cache still holds %s of a version no longer kept", pc.SHA256)
+		}
+	}
+	if n := len(r.ids.files); n != 3 {
+		t.Errorf("the replica numbers %d files, it shows 3", n)
+	}
 }
 
 // TestWriterGCLeavesOthersAlone: one writer deleting everything and
