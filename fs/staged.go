@@ -181,6 +181,14 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 	f := n.fsys
 	f.backingMu.Lock()
 	b := f.backings[n.ino]
+	if b != nil && !b.sf.gone {
+		// Claimed: a dropBacking due now finds it used again and leaves
+		// it, where it would otherwise delete the file this writer is
+		// about to use (the kill test's close once failed with ENOENT);
+		// a later one drops it if no passthrough handle takes it.
+		b.at = time.Now()
+		time.AfterFunc(backingLinger, func() { f.dropBacking(n.ino, b) })
+	}
 	f.backingMu.Unlock()
 	if b != nil && !b.sf.gone {
 		sf := b.sf
