@@ -14,8 +14,13 @@ import (
 // closed from now, and stays uncommitted until its commit lands.
 func (sf *stagedFile) noteClosed() { sf.closedAt.CompareAndSwap(0, time.Now().UnixNano()) }
 
-// noteReopened records that a writer opened sf again.
-func (sf *stagedFile) noteReopened() { sf.closedAt.Store(0) }
+// noteReopened records that a writer opened sf again. Every daemon-written
+// write calls it: a load, and a store only after a close.
+func (sf *stagedFile) noteReopened() {
+	if sf.closedAt.Load() != 0 {
+		sf.closedAt.Store(0)
+	}
+}
 
 // Cut returns the earliest close (Unix ns) of a file whose commit has not
 // landed (0: none), and the files being written. Every file closed before

@@ -68,7 +68,12 @@ func readFile(s *chain.Store, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.OpenVersion(n.Version)
+	return readID(s, n.Version)
+}
+
+// readID reads version id whole.
+func readID(s *chain.Store, id meta.VersionID) ([]byte, error) {
+	r, err := s.OpenVersion(id)
 	if err != nil {
 		return nil, err
 	}

@@ -288,31 +288,18 @@ func (ids *unionIDs) prune(inodes map[meta.Ino]bool, versions map[meta.VersionID
 	}
 }
 
-func (ids *unionIDs) dir(p string) meta.Ino {
-	if ino, ok := ids.dirs[p]; ok {
-		return ino
-	}
-	ids.nextIno++
-	ids.dirs[p] = meta.Ino(ids.nextIno)
-	return meta.Ino(ids.nextIno)
-}
+func (ids *unionIDs) dir(p string) meta.Ino           { return numberOf(ids.dirs, &ids.nextIno, p) }
+func (ids *unionIDs) file(k fileKey) meta.Ino         { return numberOf(ids.files, &ids.nextIno, k) }
+func (ids *unionIDs) version(k verKey) meta.VersionID { return numberOf(ids.vers, &ids.nextVer, k) }
 
-func (ids *unionIDs) file(k fileKey) meta.Ino {
-	if ino, ok := ids.files[k]; ok {
-		return ino
+// numberOf is k's number in m, the next one (after *next) if it has none.
+func numberOf[K comparable, V ~uint64](m map[K]V, next *uint64, k K) V {
+	if n, ok := m[k]; ok {
+		return n
 	}
-	ids.nextIno++
-	ids.files[k] = meta.Ino(ids.nextIno)
-	return meta.Ino(ids.nextIno)
-}
-
-func (ids *unionIDs) version(k verKey) meta.VersionID {
-	if id, ok := ids.vers[k]; ok {
-		return id
-	}
-	ids.nextVer++
-	ids.vers[k] = meta.VersionID(ids.nextVer)
-	return meta.VersionID(ids.nextVer)
+	*next++
+	m[k] = V(*next)
+	return V(*next)
 }
 
 // union is the tree a reader shows: the writers' trees merged at one cut.
