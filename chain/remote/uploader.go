@@ -163,10 +163,9 @@ func (u *Uploader) join() {
 			m.Watermark = m.Updated
 		}
 	}
-	b, _ := json.Marshal(&m)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := u.run.Put(ctx, memberKey(u.o.Writer), bytes.NewReader(b), int64(len(b)), sha(b)); err != nil {
+	if err := u.putMember(ctx, &m); err != nil {
 		logrus.WithError(err).Warnf("remote %s: could not announce writer %s; readers may show other writers' files that depend on its first saves until its first upload", u.run, u.o.Writer)
 	}
 }
@@ -218,10 +217,18 @@ func (u *Uploader) publishClosed() {
 	defer cancel()
 	m := u.published
 	m.Closed, m.Updated = true, time.Now().UnixNano()
-	b, _ := json.Marshal(&m)
-	if err := u.run.Put(ctx, memberKey(u.o.Writer), bytes.NewReader(b), int64(len(b)), sha(b)); err != nil {
+	if err := u.putMember(ctx, &m); err != nil {
 		logrus.WithError(err).Warnf("remote %s: could not say this writer closed; readers wait for it until it mounts again", u.run)
 	}
+}
+
+// putMember writes members/<writer>.json once.
+func (u *Uploader) putMember(ctx context.Context, m *Member) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return u.run.Put(ctx, memberKey(u.o.Writer), bytes.NewReader(b), int64(len(b)), sha(b))
 }
 
 // cut is the watermark of a snapshot taken now: the earliest of now and
@@ -258,13 +265,7 @@ func (u *Uploader) publish(ctx context.Context, seq uint64, watermark int64, new
 		return nil
 	}
 	m := Member{Format: formatVersion, Writer: u.o.Writer, RootSeq: seq, Watermark: watermark, Updated: now.UnixNano()}
-	b, err := json.Marshal(&m)
-	if err != nil {
-		return err
-	}
-	if err := u.retry(ctx, "put "+memberKey(u.o.Writer), func() error {
-		return u.run.Put(ctx, memberKey(u.o.Writer), bytes.NewReader(b), int64(len(b)), sha(b))
-	}); err != nil {
+	if err := u.retry(ctx, "put "+memberKey(u.o.Writer), func() error { return u.putMember(ctx, &m) }); err != nil {
 		return fmt.Errorf("publish writer %s: %w", u.o.Writer, err)
 	}
 	u.published, u.publishedAt = m, now
