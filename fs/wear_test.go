@@ -3,6 +3,7 @@ package fs
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain/storedir"
@@ -59,5 +60,81 @@ func TestStagedWear(t *testing.T) {
 				t.Errorf("staged pages charged: %d, want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestChunkWriteBack: the store writes a save's encoded chunks into the page
+// cache of its device file and syncs them only at fsync, so the device
+// programs them when the host would write them back (docs/NANDSIM.md, the
+// device's page cache): a save deleted before then costs the flash nothing,
+// fsync and unmount program what is dirty.
+func TestChunkWriteBack(t *testing.T) {
+	const size = 2 << 20
+	storeDir := filepath.Join(t.TempDir(), "store")
+	m := mountStore(t, storeDir, false)
+	report := func(m *testMount) *storedir.Report {
+		rep, err := m.ds.Report(storedir.ReportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	// dataProgrammed is the device pages programmed for chunks: all but
+	// the metadata and staging files, which are charged by their own rules.
+	dataProgrammed := func(r *storedir.Report) int64 {
+		return r.Device.HostPagesWritten - r.MetadataPagesEstimate - r.StagedPages
+	}
+	writePieces(t, m.path("a.bin"), randomBytes(11, size))
+	m.fsys.Drain()
+	r := report(m)
+	if got := dataProgrammed(r); got != 0 {
+		t.Errorf("closed save: %d chunk pages programmed at once, want 0", got)
+	}
+	if r.DeviceDirtyPages < size/4096 {
+		t.Errorf("closed save: %d chunk pages dirty, want at least %d", r.DeviceDirtyPages, size/4096)
+	}
+	dirtyA := r.DeviceDirtyPages
+
+	var st syscall.Stat_t
+	if err := syscall.Stat(m.path("a.bin"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("a.bin")); err != nil {
+		t.Fatal(err)
+	}
+	forgetInodes(t, m, st.Ino) // the version is freed when the inode goes
+	m.fsys.Drain()
+	r = report(m)
+	if dataProgrammed(r) != 0 || r.DeviceDirtyPages != 0 || r.DeviceSparedPages != dirtyA {
+		t.Errorf("deleted before the write-back: %d programmed, %d dirty, %d spared; want 0, 0, %d",
+			dataProgrammed(r), r.DeviceDirtyPages, r.DeviceSparedPages, dirtyA)
+	}
+
+	f, err := os.Create(m.path("b.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(randomBytes(12, size)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	closeT(t, f)
+	r = report(m)
+	if dataProgrammed(r) < size/4096 || r.DeviceDirtyPages != 0 {
+		t.Errorf("fsync: %d chunk pages programmed, %d dirty; want at least %d, 0", dataProgrammed(r), r.DeviceDirtyPages, size/4096)
+	}
+	afterB := dataProgrammed(r)
+
+	writePieces(t, m.path("c.bin"), randomBytes(13, size))
+	m.fsys.Drain()
+	m = m.remount()
+	r = report(m)
+	if got := dataProgrammed(r) - afterB; got < size/4096 {
+		t.Errorf("unmount: %d chunk pages of c.bin programmed, want at least %d", got, size/4096)
+	}
+	if r.DeviceDirtyPages != 0 {
+		t.Errorf("after the remount: %d pages dirty", r.DeviceDirtyPages)
 	}
 }

@@ -37,6 +37,7 @@ type SSD struct {
 
 	mu         sync.Mutex // guards everything below
 	f          *ftl
+	hc         *hostCache // nil: every write is programmed at once
 	dirty      bool
 	restored   bool
 	reason     string
@@ -75,7 +76,12 @@ func (s *SSD) restore(opts Options) error {
 		f, err := loadState(opts.StatePath, s.cfg)
 		if err == nil {
 			s.f, s.restored, s.reason = f, true, "restored from "+opts.StatePath
-			return nil
+			n, err := s.catchUp()
+			if n > 0 {
+				s.dirty = true
+				logrus.WithField("pages", n).Info("nandsim: programmed pages written after the state was saved")
+			}
+			return err
 		}
 		missing = errors.Is(err, fs.ErrNotExist)
 		s.reason = err.Error()
@@ -148,13 +154,26 @@ func (s *SSD) SyncContent() error {
 		return err
 	}
 	defer s.life.RUnlock()
+	if err := s.writeBack(); err != nil {
+		return fmt.Errorf("sync ssd content: %w", err)
+	}
 	if err := s.st.sync(); err != nil {
 		return fmt.Errorf("sync ssd content: %w", err)
 	}
 	return nil
 }
 
+// writeBack programs the dirty pages: fsync of the backing writes them.
+func (s *SSD) writeBack() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.programDirtyLocked()
+}
+
 func (s *SSD) sync() error {
+	if err := s.writeBack(); err != nil {
+		return fmt.Errorf("sync ssd: %w", err)
+	}
 	if err := s.st.sync(); err != nil {
 		return fmt.Errorf("sync ssd: %w", err)
 	}

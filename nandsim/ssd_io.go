@@ -40,7 +40,12 @@ func (s *SSD) WritePages(lpn int64, data []byte) error {
 	if err := s.st.writeAt(data, lpn*int64(s.cfg.PageSize)); err != nil {
 		return fmt.Errorf("write pages %d+%d: %w", lpn, n, err)
 	}
-	return s.account(lpn, n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hc != nil {
+		return s.dirtyLocked(lpn, n)
+	}
+	return s.accountLocked(lpn, n)
 }
 
 // Account has the FTL effect and counters of writing n pages at lpn, but
@@ -53,12 +58,13 @@ func (s *SSD) Account(lpn int64, n int64) error {
 		return err
 	}
 	defer s.life.RUnlock()
-	return s.account(lpn, n)
-}
-
-func (s *SSD) account(lpn, n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.accountLocked(lpn, n)
+}
+
+// accountLocked runs n pages at lpn through the FTL. Caller holds s.mu.
+func (s *SSD) accountLocked(lpn, n int64) error {
 	if n > 0 {
 		s.dirty = true
 	}
@@ -116,6 +122,9 @@ func (s *SSD) Trim(lpn, n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dirty = true
+	if s.hc != nil {
+		s.cleanLocked(lpn, n)
+	}
 	for i := int64(0); i < n; i++ {
 		s.f.trim(int32(lpn + i))
 	}

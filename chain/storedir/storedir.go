@@ -66,8 +66,16 @@ func (ds *Store) Close() error {
 // docs/ARCHITECTURE.md.
 type Report struct {
 	chain.Summary
-	Device   nandsim.Stats `json:"device"`
-	Shadow   nandsim.Stats `json:"shadow"`
+	// DeviceDirtyPages and DeviceSparedPages: in a mount, the chunk pages
+	// written into the host's page cache and not yet programmed, and those
+	// it never programmed because they were trimmed (their version freed)
+	// or written again first (nandsim.SSD.DeferPrograms). Device host pages
+	// written, dirty and spared add up to what programming every write
+	// costs (replay).
+	DeviceDirtyPages  int64         `json:"device_dirty_pages"`
+	DeviceSparedPages int64         `json:"device_spared_pages"`
+	Device            nandsim.Stats `json:"device"`
+	Shadow            nandsim.Stats `json:"shadow"`
 	Lifetime Lifetime      `json:"lifetime"`
 	chain.Contents
 }
@@ -90,19 +98,20 @@ type ReportOptions struct {
 
 // Report gathers the store's figures.
 func (ds *Store) Report(o ReportOptions) (*Report, error) {
-	r := &Report{Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats()}
+	r := &Report{Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats(),
+		DeviceDirtyPages: ds.Dev.DirtyPages(), DeviceSparedPages: ds.Dev.SparedPages()}
 	sum, contents, err := ds.Figures()
 	if err != nil {
 		return nil, err
 	}
 	r.Summary, r.Contents = *sum, *contents
-	// The device is charged at commit; the shadow's dirty pages will be
-	// written unless freed within the expiry, so they count as written.
+	// On both sides the pages still dirty will be written unless freed
+	// within the expiry, so they count as written.
 	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages; sh > 0 {
-		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten) / float64(sh)
+		r.WrittenVolumeRatio = float64(r.Device.HostPagesWritten+r.DeviceDirtyPages) / float64(sh)
 	}
 	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages + r.ShadowSparedPages; sh > 0 {
-		r.WrittenVolumeRatioEveryCommit = float64(r.Device.HostPagesWritten) / float64(sh)
+		r.WrittenVolumeRatioEveryCommit = float64(r.Device.HostPagesWritten+r.DeviceDirtyPages+r.DeviceSparedPages) / float64(sh)
 	}
 	if r.Shadow.Erases > 0 {
 		er := float64(r.Device.Erases) / float64(r.Shadow.Erases)

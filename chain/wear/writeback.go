@@ -42,8 +42,40 @@ type dirtyFile struct {
 // dirty, when more than limitBytes are dirty (oldest files first), at
 // WriteBackFile (fsync) or WriteBackAll (sync, unmount). now is the clock
 // (time.Now outside tests). Call it before the first commit.
+//
+// The device gets the same model (nandsim.SSD.DeferPrograms) when it has
+// one: the store writes its chunks into the page cache of its backing file
+// and syncs them only at fsync, so the host writes them back by the same
+// rules, and chunks of a version freed within the expiry never reach the
+// flash.
 func (a *Accounts) DeferWriteBack(expire time.Duration, limitBytes int64, now func() time.Time) {
 	a.wb = &writeBack{expire: expire, limit: limitBytes / a.pageSize, now: now, files: map[meta.Ino]*dirtyFile{}}
+	if d, ok := a.dev.(deferringDevice); ok {
+		d.DeferPrograms(expire, limitBytes/a.pageSize, now)
+	}
+}
+
+// deferringDevice is a device that can model the host's page cache in
+// front of it (nandsim.SSD).
+type deferringDevice interface {
+	DeferPrograms(expire time.Duration, limitPages int64, now func() time.Time)
+	ProgramDue() error
+	ProgramDirty() error
+}
+
+// deviceWriteBack runs the device's write-back: all of it, or what is due.
+func (a *Accounts) deviceWriteBack(all bool) {
+	d, ok := a.dev.(deferringDevice)
+	if !ok {
+		return
+	}
+	program := d.ProgramDue
+	if all {
+		program = d.ProgramDirty
+	}
+	if err := program(); err != nil {
+		logrus.WithError(err).Debug("device write-back")
+	}
 }
 
 // dirty records, once tx commits, that ino's device pages exts were
@@ -145,6 +177,7 @@ func (a *Accounts) WriteBackDue() {
 	}
 	now := a.wb.now()
 	a.chargeFiles(a.wb.take(func(_ meta.Ino, df *dirtyFile) bool { return now.Sub(df.since) >= a.wb.expire }))
+	a.deviceWriteBack(false)
 }
 
 // WriteBackFile charges ino's dirty pages: fsync of the file.
@@ -155,12 +188,14 @@ func (a *Accounts) WriteBackFile(ino meta.Ino) {
 	a.chargeFiles(a.wb.take(func(i meta.Ino, _ *dirtyFile) bool { return i == ino }))
 }
 
-// WriteBackAll charges every dirty page: sync(2), unmount.
+// WriteBackAll charges every dirty page, the shadow's and the device's:
+// sync(2), unmount.
 func (a *Accounts) WriteBackAll() {
 	if a.wb == nil {
 		return
 	}
 	a.chargeFiles(a.wb.take(func(meta.Ino, *dirtyFile) bool { return true }))
+	a.deviceWriteBack(true)
 }
 
 // DirtyPages is the shadow pages committed and not yet written back.

@@ -48,9 +48,9 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 	if r.StagedPages > 0 {
 		row("  of which staging files written back", r.StagedPages, 0, "")
 	}
-	if r.ShadowDirtyPages > 0 || r.ShadowSparedPages > 0 {
-		row("  still dirty in the page cache", 0, r.ShadowDirtyPages, "")
-		row("  spared by the page cache", 0, r.ShadowSparedPages, "")
+	if r.ShadowDirtyPages > 0 || r.ShadowSparedPages > 0 || r.DeviceDirtyPages > 0 || r.DeviceSparedPages > 0 {
+		row("still dirty in the page cache", r.DeviceDirtyPages, r.ShadowDirtyPages, "")
+		row("spared by the page cache", r.DeviceSparedPages, r.ShadowSparedPages, "")
 	}
 	row("GC pages copied", d.GCPagesCopied, s.GCPagesCopied, "")
 	row("pages programmed", d.PagesProgrammed, s.PagesProgrammed, ratioString(d.PagesProgrammed, s.PagesProgrammed))
@@ -162,12 +162,13 @@ func headline(r *storedir.Report) string {
 	default:
 		line = fmt.Sprintf("wrote %.1f%% more than a plain filesystem", -100*saved)
 	}
-	line += fmt.Sprintf(" (%s against %s pages)", thousands(d.HostPagesWritten), thousands(s.HostPagesWritten+r.ShadowDirtyPages))
-	if r.ShadowSparedPages > 0 {
-		// Saves seconds apart: the plain filesystem's page cache never
-		// wrote the files replaced within its dirty expiry.
-		line += fmt.Sprintf("; %.1f%% %s against a plain filesystem charged every save, as saves minutes apart are (its page cache spared %s pages of files replaced within the dirty expiry)",
-			100*math.Abs(1-r.WrittenVolumeRatioEveryCommit), map[bool]string{true: "less", false: "more"}[r.WrittenVolumeRatioEveryCommit <= 1], thousands(r.ShadowSparedPages))
+	line += fmt.Sprintf(" (%s against %s pages)", thousands(d.HostPagesWritten+r.DeviceDirtyPages), thousands(s.HostPagesWritten+r.ShadowDirtyPages))
+	if r.ShadowSparedPages > 0 || r.DeviceSparedPages > 0 {
+		// Saves seconds apart: the page caches never wrote what was
+		// replaced within the dirty expiry.
+		line += fmt.Sprintf("; %.1f%% %s with every save written, as saves minutes apart are (the page cache spared ckptfs %s pages and the plain filesystem %s, replaced within the dirty expiry)",
+			100*math.Abs(1-r.WrittenVolumeRatioEveryCommit), map[bool]string{true: "less", false: "more"}[r.WrittenVolumeRatioEveryCommit <= 1],
+			thousands(r.DeviceSparedPages), thousands(r.ShadowSparedPages))
 	}
 	switch {
 	case r.EraseRatio == nil && d.Erases == 0:

@@ -44,13 +44,14 @@ func TestStatsHeadlineAndOrder(t *testing.T) {
 	if h := headline(fresh); !strings.HasPrefix(h, "wrote 10.0% less") || !strings.Contains(h, "no erases yet") {
 		t.Errorf("fresh device headline: %q", h)
 	}
-	// Saves seconds apart: the shadow's page cache spared files replaced
-	// before it wrote them; both figures are shown.
-	quick := &storedir.Report{Summary: chain.Summary{WrittenVolumeRatio: 1.5, WrittenVolumeRatioEveryCommit: 0.75, ShadowDirtyPages: 60, ShadowSparedPages: 100}}
-	quick.Device.HostPagesWritten, quick.Shadow.HostPagesWritten = 150, 40
+	// Saves seconds apart: both page caches spared files replaced before
+	// they wrote them; both figures are shown, dirty pages as written.
+	quick := &storedir.Report{Summary: chain.Summary{WrittenVolumeRatio: 1.5, WrittenVolumeRatioEveryCommit: 0.75, ShadowDirtyPages: 60, ShadowSparedPages: 100},
+		DeviceDirtyPages: 30, DeviceSparedPages: 7}
+	quick.Device.HostPagesWritten, quick.Shadow.HostPagesWritten = 120, 40
 	if h := headline(quick); !strings.HasPrefix(h, "wrote 50.0% more than a plain filesystem (150 against 100 pages)") ||
-		!strings.Contains(h, "25.0% less against a plain filesystem charged every save") || !strings.Contains(h, "spared 100 pages") {
-		t.Errorf("headline with spared shadow pages: %q", h)
+		!strings.Contains(h, "25.0% less with every save written") || !strings.Contains(h, "spared ckptfs 7 pages and the plain filesystem 100") {
+		t.Errorf("headline with spared pages: %q", h)
 	}
 	if h := headline(&storedir.Report{}); h != "nothing written yet" {
 		t.Errorf("empty store headline: %q", h)

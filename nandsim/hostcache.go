@@ -1,0 +1,257 @@
+package nandsim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The host's page cache in front of a file backing. A process that writes
+// a file without syncing it (as ckptfs writes its chunks at commit) leaves
+// the pages dirty in the host's page cache; the host writes them to the SSD
+// only when the file is synced, when its oldest dirty page is older than
+// the dirty expiry (the kernel's flusher), when the dirty pages pass the
+// background limit, or when the file is closed for good (unmount). Pages
+// trimmed before then (a hole punched into the backing) never reach the
+// flash. With DeferPrograms the device follows that model: WritePages
+// keeps the content at once and runs the pages through the FTL at one of
+// those moments. The backing is one file, so the expiry counts from the
+// first page dirtied since the last write-back, as the kernel's does for
+// one inode, and a write-back programs every dirty page.
+
+// hostCache is the set of pages written but not yet programmed.
+type hostCache struct {
+	expire time.Duration
+	limit  int64 // pages
+	now    func() time.Time
+
+	exts   []run // sorted, disjoint
+	pages  int64
+	since  time.Time // when the first of the pages was dirtied
+	spared int64     // pages trimmed, or written again, while dirty
+}
+
+// run is pages [start, start+n).
+type run struct{ start, n int64 }
+
+func (r run) end() int64 { return r.start + r.n }
+
+// DeferPrograms makes the device program written pages when the host's page
+// cache would write them back (see above): after expire, when more than
+// limitPages are dirty, at Sync or SyncContent (fsync of the backing), at
+// ProgramDue once expired, and at Close. now is the clock (time.Now outside
+// tests). Without it every write is programmed at once.
+func (s *SSD) DeferPrograms(expire time.Duration, limitPages int64, now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hc == nil {
+		s.hc = &hostCache{expire: expire, limit: limitPages, now: now}
+	}
+}
+
+// dirtyLocked records pages [lpn, lpn+n) as written to the page cache and
+// writes everything back when that passes the limit. Caller holds s.mu.
+func (s *SSD) dirtyLocked(lpn, n int64) error {
+	hc := s.hc
+	if hc.pages == 0 {
+		hc.since = hc.now()
+	}
+	var overlap int64
+	hc.exts, overlap = addRun(hc.exts, run{lpn, n})
+	hc.pages += n - overlap
+	hc.spared += overlap // written again while dirty: written back once
+	if hc.pages > hc.limit {
+		return s.programDirtyLocked()
+	}
+	return nil
+}
+
+// cleanLocked drops pages [lpn, lpn+n) from the dirty set: trimmed before
+// the host wrote them. Caller holds s.mu.
+func (s *SSD) cleanLocked(lpn, n int64) {
+	hc := s.hc
+	var dropped int64
+	hc.exts, dropped = removeRun(hc.exts, run{lpn, n})
+	hc.pages -= dropped
+	hc.spared += dropped
+}
+
+// programDirtyLocked writes back every dirty page. Caller holds s.mu.
+func (s *SSD) programDirtyLocked() error {
+	hc := s.hc
+	if hc == nil || hc.pages == 0 {
+		return nil
+	}
+	exts := hc.exts
+	hc.exts, hc.pages = nil, 0
+	for _, r := range exts {
+		if err := s.accountLocked(r.start, r.n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ProgramDue writes back the dirty pages when the oldest is past the
+// expiry, as the kernel's flusher does when it wakes.
+func (s *SSD) ProgramDue() error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hc == nil || s.hc.pages == 0 || s.hc.now().Sub(s.hc.since) < s.hc.expire {
+		return nil
+	}
+	return s.programDirtyLocked()
+}
+
+// ProgramDirty writes back every dirty page (sync(2), unmount).
+func (s *SSD) ProgramDirty() error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.life.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.programDirtyLocked()
+}
+
+// DirtyPages is the pages written and not yet programmed.
+func (s *SSD) DirtyPages() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hc == nil {
+		return 0
+	}
+	return s.hc.pages
+}
+
+// SparedPages is the pages written that the page cache never programmed:
+// trimmed, or written again, while dirty. Programmed, dirty and spared
+// pages together are what programming every write costs.
+func (s *SSD) SparedPages() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hc == nil {
+		return 0
+	}
+	return s.hc.spared
+}
+
+// catchUp programs the pages the backing holds that the restored FTL does
+// not map: written after the state was saved by a process that then died
+// (their page cache outlived it and wrote them), so that statistics lost
+// with that process are charged again. The backing reports data by file
+// system block and writes zeros where it cannot punch a hole, so a page
+// counts only if it holds a nonzero byte. It returns the pages programmed.
+func (s *SSD) catchUp() (int64, error) {
+	if fst, ok := s.st.(*fileStore); ok && !fst.reportsHoles() {
+		return 0, nil // every page would look written
+	}
+	var runs []run
+	err := s.st.pages(int64(s.cfg.PageSize), func(lpn, n int64) {
+		for i := lpn; i < min(lpn+n, int64(s.f.nLogical)); i++ {
+			if s.f.l2p.get(int32(i)) >= 0 {
+				continue
+			}
+			if k := len(runs) - 1; k >= 0 && runs[k].end() == i {
+				runs[k].n++
+			} else {
+				runs = append(runs, run{i, 1})
+			}
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("catch up with the backing: %w", err)
+	}
+	ps := int64(s.cfg.PageSize)
+	buf := make([]byte, 256*ps)
+	var n int64
+	for _, r := range runs {
+		for lpn := r.start; lpn < r.end(); {
+			k := min(r.end()-lpn, 256)
+			if err := s.st.readAt(buf[:k*ps], lpn*ps); err != nil {
+				return n, fmt.Errorf("catch up with the backing: %w", err)
+			}
+			for i := int64(0); i < k; i++ {
+				if allZero(buf[i*ps : (i+1)*ps]) {
+					continue
+				}
+				if err := s.accountLocked(lpn+i, 1); err != nil {
+					return n, err
+				}
+				n++
+			}
+			lpn += k
+		}
+	}
+	return n, nil
+}
+
+func allZero(p []byte) bool {
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// reportsHoles says whether SEEK_DATA works on the backing's file system.
+func (s *fileStore) reportsHoles() bool {
+	_, err := unix.Seek(int(s.f.Fd()), 0, unix.SEEK_DATA)
+	return err == nil || errors.Is(err, unix.ENXIO)
+}
+
+// addRun adds r to the sorted, disjoint runs and returns them with the
+// number of r's pages that were there already.
+func addRun(runs []run, r run) ([]run, int64) {
+	var overlap int64
+	out := make([]run, 0, len(runs)+1)
+	placed := false
+	for _, x := range runs {
+		switch {
+		case x.end() < r.start:
+			out = append(out, x)
+		case r.end() < x.start:
+			if !placed {
+				out = append(out, r)
+				placed = true
+			}
+			out = append(out, x)
+		default: // overlapping or touching: merge into r
+			overlap += max(0, min(x.end(), r.end())-max(x.start, r.start))
+			lo, hi := min(x.start, r.start), max(x.end(), r.end())
+			r = run{lo, hi - lo}
+		}
+	}
+	if !placed {
+		out = append(out, r)
+	}
+	return out, overlap
+}
+
+// removeRun removes r from the sorted, disjoint runs and returns them with
+// the number of pages removed.
+func removeRun(runs []run, r run) ([]run, int64) {
+	var removed int64
+	out := runs[:0:0]
+	for _, x := range runs {
+		if x.end() <= r.start || r.end() <= x.start {
+			out = append(out, x)
+			continue
+		}
+		removed += min(x.end(), r.end()) - max(x.start, r.start)
+		if x.start < r.start {
+			out = append(out, run{x.start, r.start - x.start})
+		}
+		if r.end() < x.end() {
+			out = append(out, run{r.end(), x.end() - r.end()})
+		}
+	}
+	return out, removed
+}
