@@ -76,7 +76,7 @@ type Report struct {
 	DeviceSparedPages int64         `json:"device_spared_pages"`
 	Device            nandsim.Stats `json:"device"`
 	Shadow            nandsim.Stats `json:"shadow"`
-	Lifetime Lifetime      `json:"lifetime"`
+	Lifetime          Lifetime      `json:"lifetime"`
 	chain.Contents
 }
 
