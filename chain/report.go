@@ -33,9 +33,9 @@ type Summary struct {
 	FallbackFiles int64 `json:"fallback_files"`
 	Versions      int   `json:"versions_kept"` // live plus hidden bases
 
-	// WrittenVolumeRatio: device host pages written ÷ shadow host pages
-	// written or still dirty (ShadowDirtyPages). EraseRatio: device erases ÷ shadow erases (null until the
-	// shadow erased anything).
+	// WrittenVolumeRatio: device host pages written or still dirty in the
+	// page cache ÷ the same of the shadow (docs/NANDSIM.md). EraseRatio:
+	// device erases ÷ shadow erases (null until the shadow erased anything).
 	WrittenVolumeRatio float64  `json:"written_volume_ratio"`
 	EraseRatio         *float64 `json:"erase_ratio"`
 	// UsefulStoragePages: device pages needed to rebuild the live files
@@ -55,9 +55,9 @@ type Summary struct {
 	// spared add up to what charging every commit writes (replay).
 	ShadowDirtyPages  int64 `json:"shadow_dirty_pages"`
 	ShadowSparedPages int64 `json:"shadow_spared_pages"`
-	// WrittenVolumeRatioEveryCommit: device host pages ÷ the shadow's
-	// written, dirty and spared pages, as if the plain filesystem wrote
-	// every commit (replay's figure; saves minutes apart come to it).
+	// WrittenVolumeRatioEveryCommit: the device's written, dirty and spared
+	// pages ÷ the shadow's, as if both wrote every commit (replay's figure;
+	// saves minutes apart come to it).
 	WrittenVolumeRatioEveryCommit float64 `json:"written_volume_ratio_every_commit"`
 	// SaveMode is how a mount's saves reach their staging files:
 	// "passthrough" or "daemon-written" (empty offline).
