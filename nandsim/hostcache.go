@@ -52,8 +52,8 @@ func (s *SSD) DeferPrograms(expire time.Duration, limitPages int64, now func() t
 }
 
 // dirtyLocked records pages [lpn, lpn+n) as written to the page cache and
-// writes everything back when that passes the limit. Caller holds s.mu.
-func (s *SSD) dirtyLocked(lpn, n int64) error {
+// reports whether the dirty pages now pass the limit. Caller holds s.mu.
+func (s *SSD) dirtyLocked(lpn, n int64) bool {
 	hc := s.hc
 	if hc.pages == 0 {
 		hc.since = hc.now()
@@ -62,10 +62,7 @@ func (s *SSD) dirtyLocked(lpn, n int64) error {
 	hc.exts, overlap = addRun(hc.exts, run{lpn, n})
 	hc.pages += n - overlap
 	hc.spared += overlap // written again while dirty: written back once
-	if hc.pages > hc.limit {
-		return s.programDirtyLocked()
-	}
-	return nil
+	return hc.pages > hc.limit
 }
 
 // cleanLocked drops pages [lpn, lpn+n) from the dirty set: trimmed before
@@ -78,20 +75,59 @@ func (s *SSD) cleanLocked(lpn, n int64) {
 	hc.spared += dropped
 }
 
-// programDirtyLocked writes back every dirty page. Caller holds s.mu.
-func (s *SSD) programDirtyLocked() error {
+// writeBackBatch bounds the pages programmed under one hold of s.mu, so
+// that a write-back of gigabytes does not stall the device's reads.
+const writeBackBatch = 4096
+
+// writeBack programs the pages dirty now (all of them, or none unless the
+// oldest is past the expiry), a batch per hold of s.mu. Each batch is taken
+// from the dirty set and programmed under one hold, so a trim lands either
+// before (the page is never programmed) or after (it is unmapped). The
+// caller holds s.life shared.
+func (s *SSD) writeBack(onlyDue bool) error {
+	s.mu.Lock()
 	hc := s.hc
-	if hc == nil || hc.pages == 0 {
+	if hc == nil || hc.pages == 0 || (onlyDue && hc.now().Sub(hc.since) < hc.expire) {
+		s.mu.Unlock()
 		return nil
 	}
-	exts := hc.exts
-	hc.exts, hc.pages = nil, 0
-	for _, r := range exts {
-		if err := s.accountLocked(r.start, r.n); err != nil {
+	left := hc.pages
+	s.mu.Unlock()
+	for left > 0 {
+		s.mu.Lock()
+		n, err := s.programFirstLocked(min(left, writeBackBatch))
+		if hc.pages > 0 {
+			hc.since = hc.now() // dirtied during the write-back: a new period
+		}
+		s.mu.Unlock()
+		if err != nil || n == 0 {
 			return err
 		}
+		left -= n
 	}
 	return nil
+}
+
+// programFirstLocked takes up to most pages from the front of the dirty set
+// and programs them. Caller holds s.mu.
+func (s *SSD) programFirstLocked(most int64) (int64, error) {
+	hc := s.hc
+	var n int64
+	for n < most && len(hc.exts) > 0 {
+		r := hc.exts[0]
+		k := min(r.n, most-n)
+		if k == r.n {
+			hc.exts = hc.exts[1:]
+		} else {
+			hc.exts[0] = run{r.start + k, r.n - k}
+		}
+		hc.pages -= k
+		n += k
+		if err := s.accountLocked(r.start, k); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // ProgramDue writes back the dirty pages when the oldest is past the
@@ -101,12 +137,7 @@ func (s *SSD) ProgramDue() error {
 		return err
 	}
 	defer s.life.RUnlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hc == nil || s.hc.pages == 0 || s.hc.now().Sub(s.hc.since) < s.hc.expire {
-		return nil
-	}
-	return s.programDirtyLocked()
+	return s.writeBack(true)
 }
 
 // ProgramDirty writes back every dirty page (sync(2), unmount).
@@ -115,9 +146,7 @@ func (s *SSD) ProgramDirty() error {
 		return err
 	}
 	defer s.life.RUnlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.programDirtyLocked()
+	return s.writeBack(false)
 }
 
 // DirtyPages is the pages written and not yet programmed.

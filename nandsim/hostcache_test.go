@@ -173,3 +173,65 @@ func TestCatchUpAfterKill(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestHostCacheConcurrent: writers, trims and write-backs at once. Every
+// page written is programmed or spared exactly once, and the pages left
+// mapped are those not trimmed.
+func TestHostCacheConcurrent(t *testing.T) {
+	s := mustOpen(t, smallConfig(2, 64), Options{Backing: MemoryBacking()})
+	defer s.Close()
+	clk := time.Now
+	s.DeferPrograms(time.Millisecond, 300, clk)
+	const writers, rounds, span = 4, 200, 8
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				s.ProgramDue()
+			}
+		}
+	}()
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func(w int) {
+			base := int64(w) * 100
+			for r := 0; r < rounds; r++ {
+				lpn := base + int64(r%10)*span
+				buf := make([]byte, span*s.PageSize())
+				if err := s.WritePages(lpn, buf); err != nil {
+					errs <- err
+					return
+				}
+				if r%3 == 0 {
+					if err := s.Trim(lpn, span/2); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}(w)
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	if err := s.ProgramDirty(); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if got, want := st.HostPagesWritten+s.SparedPages(), int64(writers*rounds*span); got != want {
+		t.Errorf("programmed %d + spared %d = %d, want the %d pages written", st.HostPagesWritten, s.SparedPages(), got, want)
+	}
+	if s.DirtyPages() != 0 {
+		t.Errorf("%d pages dirty after ProgramDirty", s.DirtyPages())
+	}
+	if err := s.CheckInvariants(); err != nil {
+		t.Error(err)
+	}
+}

@@ -154,7 +154,7 @@ func (s *SSD) SyncContent() error {
 		return err
 	}
 	defer s.life.RUnlock()
-	if err := s.writeBack(); err != nil {
+	if err := s.writeBack(false); err != nil { // fsync of the backing writes them
 		return fmt.Errorf("sync ssd content: %w", err)
 	}
 	if err := s.st.sync(); err != nil {
@@ -163,15 +163,8 @@ func (s *SSD) SyncContent() error {
 	return nil
 }
 
-// writeBack programs the dirty pages: fsync of the backing writes them.
-func (s *SSD) writeBack() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.programDirtyLocked()
-}
-
 func (s *SSD) sync() error {
-	if err := s.writeBack(); err != nil {
+	if err := s.writeBack(false); err != nil {
 		return fmt.Errorf("sync ssd: %w", err)
 	}
 	if err := s.st.sync(); err != nil {

@@ -41,11 +41,16 @@ func (s *SSD) WritePages(lpn int64, data []byte) error {
 		return fmt.Errorf("write pages %d+%d: %w", lpn, n, err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hc != nil {
-		return s.dirtyLocked(lpn, n)
+	if s.hc == nil {
+		defer s.mu.Unlock()
+		return s.accountLocked(lpn, n)
 	}
-	return s.accountLocked(lpn, n)
+	over := s.dirtyLocked(lpn, n)
+	s.mu.Unlock()
+	if over {
+		return s.writeBack(false) // the background limit
+	}
+	return nil
 }
 
 // Account has the FTL effect and counters of writing n pages at lpn, but
