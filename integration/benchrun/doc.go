@@ -72,6 +72,7 @@ func docFuncs(r *Results) template.FuncMap {
 		"mega":   func(n int64) float64 { return float64(n) / 1e6 },
 		"frac":   func(n, d int64) float64 { return float64(n) / float64(d) },
 		"median": median,
+		"paired": pairedRatio,
 		// The runs' settings.
 		"trainWidth":      func() int { return trainWidth },
 		"trainSteps":      func() int { return trainSteps },
@@ -99,6 +100,18 @@ func docFuncs(r *Results) template.FuncMap {
 		"peerHeadline":        peerHeadline,
 		"readsMet":            readsMet,
 	}
+}
+
+// pairedRatio is the median over repetitions of a[i] ÷ b[i]: the two runs of
+// a repetition are adjacent in time and share the machine's load.
+func pairedRatio(a, b []float64) float64 {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	return median(rs)
 }
 
 func pct(x float64) string     { return fmt.Sprintf("%.1f%%", 100*x) }
