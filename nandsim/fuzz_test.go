@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"testing"
+	"time"
 )
 
 // envelope wraps a raw (uncompressed) payload into a well-formed state file
@@ -87,6 +88,7 @@ func FuzzOps(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add(bytes.Repeat([]byte{0, 7, 3}, 200))
 	f.Add(bytes.Repeat([]byte{1, 0xff, 0x0f, 2, 3, 5}, 300))
+	f.Add(bytes.Repeat([]byte{7, 3, 3, 0, 5, 3, 2, 6, 1, 4, 0, 0, 0, 9, 3, 3, 5, 3}, 100)) // the page cache
 	f.Fuzz(runOps)
 }
 
@@ -101,11 +103,18 @@ func runOps(t *testing.T, ops []byte) {
 	}
 	s := mustOpen(t, cfg, Options{Backing: MemoryBacking(), CheckInvariants: true})
 	defer s.Close()
+	// Bit 1 of the first op: writes wait in the host's page cache, written
+	// back past 6 pages and at op 4.
+	cache := len(ops) > 0 && ops[0]&2 == 2
+	if cache {
+		s.DeferPrograms(0, 6, time.Now)
+	}
+	var written, accounted int64 // pages WritePages and Account took
 	ps, logical := s.PageSize(), s.LogicalPages()
 	model := map[int64][]byte{}
 	buf := make([]byte, 4*ps)
 	for i := 0; i+2 < len(ops); i += 3 {
-		op, lpn, n := ops[i]%4, int64(ops[i+1])%(logical+4), int64(ops[i+2]%4)+1
+		op, lpn, n := ops[i]%5, int64(ops[i+1])%(logical+4), int64(ops[i+2]%4)+1
 		fits := lpn+n <= logical
 		var err error
 		switch op {
@@ -115,12 +124,15 @@ func runOps(t *testing.T, ops []byte) {
 				data = append(data, pageOf(ps, lpn+k, byte(i))...)
 			}
 			if err = s.WritePages(lpn, data); err == nil {
+				written += n
 				for k := int64(0); k < n; k++ {
 					model[lpn+k] = data[k*int64(ps) : (k+1)*int64(ps)]
 				}
 			}
 		case 1:
-			err = s.Account(lpn, n) // content unchanged: Account stores none
+			if err = s.Account(lpn, n); err == nil { // content unchanged: Account stores none
+				accounted += n
+			}
 		case 2:
 			if err = s.Trim(lpn, n); err == nil {
 				for k := int64(0); k < n; k++ {
@@ -139,12 +151,25 @@ func runOps(t *testing.T, ops []byte) {
 					}
 				}
 			}
+		case 4:
+			fits = true
+			err = s.ProgramDue()
 		}
 		if fits && err != nil {
 			t.Fatalf("op %d (%d at %d+%d): %v", i/3, op, lpn, n, err)
 		}
 		if !fits && !errors.Is(err, ErrOutOfSpace) && !errors.Is(err, ErrOutOfRange) {
 			t.Fatalf("op %d (%d at %d+%d) past the end: %v", i/3, op, lpn, n, err)
+		}
+	}
+	if cache {
+		// Every page written is programmed, still dirty or spared, once.
+		// Account (op 1) programs at once; it is counted apart.
+		if got := s.Stats().HostPagesWritten - accounted + s.DirtyPages() + s.SparedPages(); got != written {
+			t.Fatalf("programmed, dirty and spared pages add to %d, want the %d written", got, written)
+		}
+		if err := s.ProgramDirty(); err != nil || s.DirtyPages() != 0 {
+			t.Fatalf("ProgramDirty: %v, %d pages still dirty", err, s.DirtyPages())
 		}
 	}
 	if err := s.CheckInvariants(); err != nil {

@@ -3,6 +3,8 @@ package nandsim
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -237,50 +239,44 @@ func (s *fileStore) reportsHoles() bool {
 }
 
 // addRun adds r to the sorted, disjoint runs and returns them with the
-// number of r's pages that were there already.
+// number of r's pages that were there already. Runs that overlap or touch
+// r are merged with it.
 func addRun(runs []run, r run) ([]run, int64) {
+	if r.n <= 0 {
+		return runs, 0
+	}
+	lo := sort.Search(len(runs), func(i int) bool { return runs[i].end() >= r.start })
+	hi := lo
 	var overlap int64
-	out := make([]run, 0, len(runs)+1)
-	placed := false
-	for _, x := range runs {
-		switch {
-		case x.end() < r.start:
-			out = append(out, x)
-		case r.end() < x.start:
-			if !placed {
-				out = append(out, r)
-				placed = true
-			}
-			out = append(out, x)
-		default: // overlapping or touching: merge into r
-			overlap += max(0, min(x.end(), r.end())-max(x.start, r.start))
-			lo, hi := min(x.start, r.start), max(x.end(), r.end())
-			r = run{lo, hi - lo}
-		}
+	merged := r
+	for ; hi < len(runs) && runs[hi].start <= r.end(); hi++ {
+		x := runs[hi]
+		overlap += max(0, min(x.end(), r.end())-max(x.start, r.start))
+		start := min(merged.start, x.start)
+		merged = run{start, max(merged.end(), x.end()) - start}
 	}
-	if !placed {
-		out = append(out, r)
-	}
-	return out, overlap
+	return slices.Replace(runs, lo, hi, merged), overlap
 }
 
 // removeRun removes r from the sorted, disjoint runs and returns them with
 // the number of pages removed.
 func removeRun(runs []run, r run) ([]run, int64) {
+	if r.n <= 0 {
+		return runs, 0
+	}
+	lo := sort.Search(len(runs), func(i int) bool { return runs[i].end() > r.start })
+	hi := lo
 	var removed int64
-	out := runs[:0:0]
-	for _, x := range runs {
-		if x.end() <= r.start || r.end() <= x.start {
-			out = append(out, x)
-			continue
-		}
+	var keep []run // what is left of runs[lo:hi]: at most two pieces
+	for ; hi < len(runs) && runs[hi].start < r.end(); hi++ {
+		x := runs[hi]
 		removed += min(x.end(), r.end()) - max(x.start, r.start)
 		if x.start < r.start {
-			out = append(out, run{x.start, r.start - x.start})
+			keep = append(keep, run{x.start, r.start - x.start})
 		}
 		if r.end() < x.end() {
-			out = append(out, run{r.end(), x.end() - r.end()})
+			keep = append(keep, run{r.end(), x.end() - r.end()})
 		}
 	}
-	return out, removed
+	return slices.Replace(runs, lo, hi, keep...), removed
 }

@@ -235,3 +235,53 @@ func TestHostCacheConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// FuzzRuns checks addRun and removeRun against a set of pages: the runs
+// stay sorted, disjoint and apart, and the counts they return are right.
+func FuzzRuns(f *testing.F) {
+	f.Add([]byte{0, 3, 4, 1, 5, 2, 0, 1, 1})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		var runs []run
+		set := map[int64]bool{}
+		for len(ops) >= 3 {
+			add, start, n := ops[0]&1 == 0, int64(ops[1]%64), int64(ops[2]%9)
+			ops = ops[3:]
+			var got, want int64
+			for i := start; i < start+n; i++ {
+				if set[i] {
+					want++
+				}
+				set[i] = add
+			}
+			if add {
+				runs, got = addRun(runs, run{start, n})
+			} else {
+				runs, got = removeRun(runs, run{start, n})
+			}
+			if got != want {
+				t.Fatalf("add=%v %d+%d: counted %d pages already there, want %d", add, start, n, got, want)
+			}
+			var pages int64
+			for i, r := range runs {
+				if r.n <= 0 || (i > 0 && runs[i-1].end() >= r.start) {
+					t.Fatalf("runs %v: not sorted, disjoint and apart", runs)
+				}
+				for p := r.start; p < r.end(); p++ {
+					if !set[p] {
+						t.Fatalf("runs %v hold page %d, which is not set", runs, p)
+					}
+				}
+				pages += r.n
+			}
+			var setPages int64
+			for _, v := range set {
+				if v {
+					setPages++
+				}
+			}
+			if pages != setPages {
+				t.Fatalf("runs %v hold %d pages, the set %d", runs, pages, setPages)
+			}
+		}
+	})
+}
