@@ -30,19 +30,7 @@ func TestStagedWear(t *testing.T) {
 		charge bool
 	}{
 		{"closed-and-encoded", func(*FS) {}, func(t *testing.T, name string) { writePieces(t, name, randomBytes(1, size)) }, false},
-		{"fsync", func(*FS) {}, func(t *testing.T, name string) {
-			f, err := os.Create(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write(randomBytes(2, size)); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			closeT(t, f)
-		}, false},
+		{"fsync", func(*FS) {}, func(t *testing.T, name string) { writeSynced(t, name, randomBytes(2, size)) }, false},
 		{"dirty-expiry", func(f *FS) { f.dirtyExpire = 0 }, func(t *testing.T, name string) { writePieces(t, name, randomBytes(3, size)) }, true},
 		{"dirty-limit", func(f *FS) { f.dirtyLimit = 0 }, func(t *testing.T, name string) { writePieces(t, name, randomBytes(4, size)) }, true},
 	} {
@@ -110,17 +98,7 @@ func TestChunkWriteBack(t *testing.T) {
 			dataProgrammed(r), r.DeviceDirtyPages, r.DeviceSparedPages, dirtyA)
 	}
 
-	f, err := os.Create(m.path("b.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(randomBytes(12, size)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	closeT(t, f)
+	writeSynced(t, m.path("b.bin"), randomBytes(12, size))
 	r = report(m)
 	if dataProgrammed(r) < size/4096 || r.DeviceDirtyPages != 0 {
 		t.Errorf("fsync: %d chunk pages programmed, %d dirty; want at least %d, 0", dataProgrammed(r), r.DeviceDirtyPages, size/4096)
@@ -137,4 +115,20 @@ func TestChunkWriteBack(t *testing.T) {
 	if r.DeviceDirtyPages != 0 {
 		t.Errorf("after the remount: %d pages dirty", r.DeviceDirtyPages)
 	}
+}
+
+// writeSynced creates name with data, fsyncs it and closes it.
+func writeSynced(t *testing.T, name string, data []byte) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	closeT(t, f)
 }

@@ -199,12 +199,13 @@ func (s *SSD) catchUp() (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("catch up with the backing: %w", err)
 	}
+	const batch = 256 // pages read at a time
 	ps := int64(s.cfg.PageSize)
-	buf := make([]byte, 256*ps)
+	buf := make([]byte, batch*ps)
 	var n int64
 	for _, r := range runs {
 		for lpn := r.start; lpn < r.end(); {
-			k := min(r.end()-lpn, 256)
+			k := min(r.end()-lpn, batch)
 			if err := s.st.readAt(buf[:k*ps], lpn*ps); err != nil {
 				return n, fmt.Errorf("catch up with the backing: %w", err)
 			}
