@@ -54,6 +54,7 @@ type ingest struct {
 	region   int64 // detector region of the open segment
 	label    detect.Label
 	chunkBuf []byte
+	restBuf  []byte // what followed the first span of a Write into spare's room
 	chunkOff int64
 	chunkIdx uint32
 
@@ -167,7 +168,8 @@ func (in *ingest) useReference(mtx *meta.Tx, ref *meta.Version, reason string) e
 // Size is the number of bytes written so far.
 func (in *ingest) Size() int64 { return in.size }
 
-// Write appends p to the version.
+// Write appends p to the version. p may be the start of the room spare
+// returned: its bytes are then taken where they lie.
 func (in *ingest) Write(p []byte) error {
 	if in.err != nil {
 		return in.err
@@ -188,8 +190,38 @@ func (in *ingest) Write(p []byte) error {
 			return in.fail(err)
 		}
 	}
-	base := in.size
-	for _, sp := range in.spans {
+	base, n := in.size, int64(len(p))
+	spans := in.spans
+	if in.inSpare(p) {
+		first := spans[0]
+		continues := in.cur >= 0 && first.Region == in.region && first.Label == in.label
+		// What follows the first span is moved out first: the chunk may
+		// be handed to the encoders (or, all zeros, back to the pool)
+		// before those bytes are taken.
+		rest := p[first.Length:]
+		if !continues && (len(in.chunkBuf) > 0 ||
+			first.Length > int64(in.s.layout.ChunkBytes(first.Kind == detect.Tensor, first.DType))) {
+			rest = p // the span starts a chunk elsewhere, or more than one
+		}
+		if len(rest) > 0 {
+			in.restBuf = append(in.restBuf[:0], rest...)
+		}
+		if len(rest) < len(p) {
+			// The first span's bytes are where they belong: they continue
+			// the chunk being filled, or start the segment's first chunk
+			// in the chunk's empty buffer.
+			if !continues {
+				in.startSegment(first)
+			}
+			if err := in.appendData(p[:first.Length]); err != nil {
+				return in.fail(err)
+			}
+			base += first.Length
+			spans = spans[1:]
+		}
+		p = in.restBuf[:len(rest)]
+	}
+	for _, sp := range spans {
 		if in.cur < 0 || sp.Region != in.region || sp.Label != in.label {
 			if err := in.endSegment(); err != nil {
 				return in.fail(err)
@@ -200,7 +232,7 @@ func (in *ingest) Write(p []byte) error {
 			return in.fail(err)
 		}
 	}
-	in.size += int64(len(p))
+	in.size += n
 	return nil
 }
 
@@ -280,6 +312,32 @@ func (in *ingest) chunkBytes() int {
 	return in.s.layout.ChunkBytes(seg.Tensor, encode.DType(seg.DType))
 }
 
+// spare returns the free room of the chunk being filled, for the caller to
+// read the next bytes of the file into and pass to Write, which then takes
+// them without copying them; nil if no chunk is being filled. A nearly
+// full chunk lends its few bytes too: the read that ends it leaves the next
+// reads aligned to whole chunks. Only Write may change the room's bytes,
+// and only until the next call of any other method.
+func (in *ingest) spare() []byte {
+	if in.err != nil || in.done || in.cur < 0 {
+		return nil
+	}
+	cb := in.chunkBytes()
+	if in.chunkBuf == nil {
+		in.chunkBuf = bufpool.Get(cb)[:0]
+	}
+	if cap(in.chunkBuf) < cb || len(in.chunkBuf) >= cb {
+		return nil
+	}
+	return in.chunkBuf[len(in.chunkBuf):cb]
+}
+
+// inSpare reports whether p starts where spare's room does.
+func (in *ingest) inSpare(p []byte) bool {
+	room := in.chunkBuf[len(in.chunkBuf):cap(in.chunkBuf)]
+	return len(p) > 0 && len(p) <= len(room) && &p[0] == &room[0]
+}
+
 func (in *ingest) appendData(data []byte) error {
 	seg := &in.segments[in.cur]
 	seg.Length += int64(len(data))
@@ -292,7 +350,11 @@ func (in *ingest) appendData(data []byte) error {
 			in.chunkBuf = bufpool.Get(cb)[:0]
 		}
 		n := min(cb-len(in.chunkBuf), len(data))
-		in.chunkBuf = append(in.chunkBuf, data[:n]...)
+		if in.inSpare(data[:n]) { // read there by the caller (spare)
+			in.chunkBuf = in.chunkBuf[:len(in.chunkBuf)+n]
+		} else {
+			in.chunkBuf = append(in.chunkBuf, data[:n]...)
+		}
 		data = data[n:]
 		if len(in.chunkBuf) == cb {
 			if err := in.submitChunk(); err != nil {
@@ -427,6 +489,7 @@ func (in *ingest) Finish() (*pendingVersion, error) {
 	if err := in.endSegment(); err != nil {
 		return nil, in.fail(err)
 	}
+	in.dropBuffers()
 	for len(in.queue) > 0 {
 		if err := in.collect(); err != nil {
 			return nil, in.fail(err)
@@ -469,10 +532,21 @@ func (in *ingest) Abort() {
 		}
 		in.queue = in.queue[1:]
 	}
+	in.dropBuffers()
 	in.pack.Abort()
 	in.s.refs.DropVersion(in.id)
 	in.release()
 	in.err = fmt.Errorf("ingest aborted")
+}
+
+// dropBuffers gives back the buffer of a chunk never submitted (spare
+// may have taken one for bytes that did not come) and drops restBuf.
+func (in *ingest) dropBuffers() {
+	if in.chunkBuf != nil {
+		bufpool.Put(in.chunkBuf)
+		in.chunkBuf = nil
+	}
+	in.restBuf = nil
 }
 
 // release drops the pin on the reference.

@@ -85,20 +85,11 @@ func (c *FileCommit) Run(f *os.File, path string, mtime int64) error {
 	// The extents come in order: the writer takes each at its offset, and
 	// what lies between them is a hole.
 	err = staging.Extents(f, size, func(off, n int64) error {
-		for end := off + n; off < end; {
-			k, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
-			if k == 0 && err != nil {
-				if errors.Is(err, io.EOF) {
-					return fmt.Errorf("staging file shrank under its commit at %d", off)
-				}
-				return err
-			}
-			if _, err := w.WriteAt(buf[:k], off, mtime); err != nil {
-				return err
-			}
-			off += int64(k)
+		err := w.ReadFrom(f, off, n, mtime, buf)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("staging file shrank under its commit: %w", err)
 		}
-		return nil
+		return err
 	})
 	if err == nil {
 		err = w.Extend(size, mtime)

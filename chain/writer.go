@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"syscall"
 
@@ -79,28 +80,95 @@ func (w *Writer) WriteAt(p []byte, off int64, mtime int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := w.accept(in, off, len(p), mtime); err != nil || len(p) == 0 {
+		return 0, err
+	}
+	if err := w.take(in, p, off); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// accept checks that up to n bytes may be written at off, reserves the
+// device space for them and makes the hole before off. Call with w.mu
+// held.
+func (w *Writer) accept(in *ingest, off int64, n int, mtime int64) error {
 	if off < in.Size() {
-		return 0, fmt.Errorf("write of %d bytes at %d to %s, %d bytes already written: %w",
-			len(p), off, w.target.pathNow(), in.Size(), ErrNotSequential)
+		return w.notSequential(in, off, n)
 	}
 	w.mtime = mtime
-	if len(p) == 0 {
-		return 0, nil
+	if n == 0 {
+		return nil
 	}
-	if err := w.reserveFor(len(p)); err != nil {
-		return 0, err
+	if err := w.reserveFor(n); err != nil {
+		return err
 	}
 	if off > in.Size() {
-		if err := in.Hole(off - in.Size()); err != nil {
-			return 0, err
-		}
+		return in.Hole(off - in.Size())
 	}
+	return nil
+}
+
+func (w *Writer) notSequential(in *ingest, off int64, n int) error {
+	return fmt.Errorf("write of %d bytes at %d to %s, %d bytes already written: %w",
+		n, off, w.target.pathNow(), in.Size(), ErrNotSequential)
+}
+
+// take ingests p, the bytes at off (accept came first). Call with w.mu
+// held.
+func (w *Writer) take(in *ingest, p []byte, off int64) error {
 	if err := in.Write(p); err != nil {
-		return 0, err
+		return err
 	}
 	w.written += int64(len(p))
 	w.s.noteDirty(&w.change, off, off+int64(len(p)))
-	return len(p), nil
+	return nil
+}
+
+// ReadFrom ingests the n bytes of r at off, which must not be below Size,
+// as WriteAt of them would. It reads them straight into the chunk being
+// filled where it can, so that a staged file's bytes are moved once on
+// their way to the encoders, not twice; buf takes the reads that cannot go
+// there (the start of a segment, a chunk nearly full).
+func (w *Writer) ReadFrom(r io.ReaderAt, off, n int64, mtime int64, buf []byte) error {
+	if off < 0 || n < 0 || off+n > MaxFileSize {
+		return fmt.Errorf("write of %d bytes at %d: %w", n, off, syscall.EFBIG)
+	}
+	for end := off + n; off < end; {
+		k, err := w.readOnce(r, off, end, mtime, buf)
+		if err != nil {
+			return err
+		}
+		off += k
+	}
+	return nil
+}
+
+// readOnce ingests the next bytes of r at off, up to end, with one read.
+// The read runs under w.mu: the chunk it fills belongs to the ingest.
+func (w *Writer) readOnce(r io.ReaderAt, off, end int64, mtime int64, buf []byte) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	in, err := w.open()
+	if err != nil {
+		return 0, err
+	}
+	want := min(int64(len(buf)), end-off)
+	if err := w.accept(in, off, int(want), mtime); err != nil {
+		return 0, err
+	}
+	dst := in.spare()
+	if dst == nil {
+		dst = buf
+	}
+	k, err := r.ReadAt(dst[:min(int64(len(dst)), want)], off)
+	if k == 0 {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w at %d of %d", io.ErrUnexpectedEOF, off, end)
+		}
+		return 0, err
+	}
+	return int64(k), w.take(in, dst[:k], off)
 }
 
 // Extend grows the content to size with a hole, as a truncate of the file
