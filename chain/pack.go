@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/ckptfs/ckptfs/chain/bufpool"
 	"github.com/ckptfs/ckptfs/chain/storage"
@@ -13,18 +14,31 @@ import (
 // pack) and hands it to the backend in block-aligned pieces as it fills, so
 // memory stays bounded whatever the file size. The backend's space is only
 // reserved until the version's commit.
+//
+// The backend writes run on a goroutine of their own, one at a time and in
+// order, while the ingest reads, labels and chunks the next bytes: on a
+// machine with many cores those two, not the encoders, bound a commit. Two
+// buffers take turns.
 type packWriter struct {
 	s       *Store
-	buf     []byte // bytes not yet written, always < flushAt once Append returns
+	buf     []byte // bytes not yet handed over, always < flushAt once Append returns
 	flushAt int
 	off     int64 // pack bytes appended so far
-	loc     storage.Location
+
+	writes chan []byte   // to the writing goroutine; nil until the first flush
+	free   chan []byte   // buffers it has written
+	done   chan struct{} // closed when it has written everything sent
+	failed atomic.Bool   // err is set
+	err    error
+	loc    storage.Location // the extents written, in pack order
 }
 
+// packFlushBlocks is the backend blocks per write: 1 MiB of 4 KiB pages.
+const packFlushBlocks = 256
+
 func newPackWriter(s *Store) *packWriter {
-	const flushBlocks = 256 // 1 MiB of 4 KiB pages per backend write
 	bs := s.blockSize
-	return &packWriter{s: s, flushAt: flushBlocks * bs, buf: make([]byte, 0, flushBlocks*bs+bs)}
+	return &packWriter{s: s, flushAt: packFlushBlocks * bs, buf: make([]byte, 0, packFlushBlocks*bs+bs)}
 }
 
 // Append adds an encoded chunk and returns its offset in the pack.
@@ -47,8 +61,14 @@ func (p *packWriter) Append(enc []byte) (int64, error) {
 	return at, nil
 }
 
-// flush writes whole blocks of buf, padding the last block with zeros.
+// flush hands whole blocks of buf to the writing goroutine, padding the
+// last block with zeros, and takes the other buffer. It returns the error of
+// an earlier write, if one failed.
 func (p *packWriter) flush() error {
+	if p.failed.Load() {
+		p.wait()
+		return p.err
+	}
 	if len(p.buf) == 0 {
 		return nil
 	}
@@ -56,18 +76,54 @@ func (p *packWriter) flush() error {
 	for len(p.buf)%bs != 0 {
 		p.buf = append(p.buf, 0)
 	}
-	loc, err := p.s.data.Write(p.buf)
-	if err != nil {
-		return fmt.Errorf("pack: %w", err)
+	if p.writes == nil {
+		p.writes, p.free, p.done = make(chan []byte), make(chan []byte, 2), make(chan struct{})
+		go p.write()
 	}
-	p.loc = meta.AppendExtents(p.loc, loc)
-	p.buf = p.buf[:0]
+	p.writes <- p.buf // taken once the write before it is done
+	select {
+	case b := <-p.free:
+		p.buf = b[:0]
+	default: // the first flush: the second buffer
+		p.buf = make([]byte, 0, cap(p.buf))
+	}
 	return nil
+}
+
+// write writes the buffers flush sends, in order, until wait.
+func (p *packWriter) write() {
+	defer close(p.done)
+	for b := range p.writes {
+		if !p.failed.Load() {
+			loc, err := p.s.data.Write(b)
+			if err != nil {
+				p.err = fmt.Errorf("pack: %w", err)
+				p.failed.Store(true)
+			} else {
+				p.loc = meta.AppendExtents(p.loc, loc)
+			}
+		}
+		p.free <- b
+	}
+}
+
+// wait returns once everything flushed is written (or failed).
+func (p *packWriter) wait() {
+	if p.writes != nil {
+		close(p.writes)
+		<-p.done
+		p.writes = nil
+	}
 }
 
 // Finish writes what is buffered and returns the pack's location and size.
 func (p *packWriter) Finish() (storage.Location, int64, error) {
-	if err := p.flush(); err != nil {
+	err := p.flush()
+	p.wait()
+	if err == nil {
+		err = p.err
+	}
+	if err != nil {
 		return nil, 0, err
 	}
 	return p.loc, p.off, nil
@@ -75,6 +131,7 @@ func (p *packWriter) Finish() (storage.Location, int64, error) {
 
 // Abort gives back the backend space written so far.
 func (p *packWriter) Abort() {
+	p.wait()
 	p.s.data.Release(p.loc)
 	p.loc = nil
 	p.buf = p.buf[:0]

@@ -51,9 +51,11 @@ func (s *Store) reserveLocked(held *int64, want, drawn int64) error {
 }
 
 // unflushedBound is the most plain bytes an ingest holds that have not yet
-// reached the backend: the chunks in flight and the pack's buffer.
+// reached the backend: the chunks in flight and the pack's two buffers
+// (one filling, one being written).
 func (s *Store) unflushedBound() int64 {
-	return int64(maxInFlight+1)*int64(max(s.layout.ChunkBytes(true, 8), s.layout.RawChunk)) + 1<<20
+	return int64(maxInFlight+1)*int64(max(s.layout.ChunkBytes(true, 8), s.layout.RawChunk)) +
+		2*packFlushBlocks*int64(s.blockSize)
 }
 
 func (w *Writer) blocksFor(bytes int64) int64 {
