@@ -37,13 +37,17 @@ type packWriter struct {
 const packFlushBlocks = 256
 
 func newPackWriter(s *Store) *packWriter {
-	bs := s.blockSize
-	return &packWriter{s: s, flushAt: packFlushBlocks * bs, buf: make([]byte, 0, packFlushBlocks*bs+bs)}
+	return &packWriter{s: s, flushAt: packFlushBlocks * s.blockSize}
 }
 
 // Append adds an encoded chunk and returns its offset in the pack.
 func (p *packWriter) Append(enc []byte) (int64, error) {
 	at := p.off
+	if p.buf == nil && len(enc) > 0 {
+		// From the pool, when first needed: a small file's commit (most
+		// of a checkpoint's files) then allocates and clears no 1 MiB.
+		p.buf = bufpool.Get(p.flushAt)[:0]
+	}
 	for len(enc) > 0 {
 		n := copy(p.buf[len(p.buf):p.flushAt], enc)
 		if n == 0 {
@@ -85,7 +89,7 @@ func (p *packWriter) flush() error {
 	case b := <-p.free:
 		p.buf = b[:0]
 	default: // the first flush: the second buffer
-		p.buf = make([]byte, 0, cap(p.buf))
+		p.buf = bufpool.Get(p.flushAt)[:0]
 	}
 	return nil
 }
@@ -116,10 +120,27 @@ func (p *packWriter) wait() {
 	}
 }
 
+// dropBuffers waits for the writes and gives the buffers back to the pool.
+func (p *packWriter) dropBuffers() {
+	p.wait()
+	for p.free != nil {
+		select {
+		case b := <-p.free:
+			bufpool.Put(b)
+		default:
+			p.free = nil
+		}
+	}
+	if p.buf != nil {
+		bufpool.Put(p.buf)
+		p.buf = nil
+	}
+}
+
 // Finish writes what is buffered and returns the pack's location and size.
 func (p *packWriter) Finish() (storage.Location, int64, error) {
 	err := p.flush()
-	p.wait()
+	p.dropBuffers()
 	if err == nil {
 		err = p.err
 	}
@@ -131,10 +152,9 @@ func (p *packWriter) Finish() (storage.Location, int64, error) {
 
 // Abort gives back the backend space written so far.
 func (p *packWriter) Abort() {
-	p.wait()
+	p.dropBuffers()
 	p.s.data.Release(p.loc)
 	p.loc = nil
-	p.buf = p.buf[:0]
 }
 
 // readPack reads n bytes at offset off of the pack kept at loc. The bytes
