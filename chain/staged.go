@@ -15,8 +15,9 @@ import (
 )
 
 // stagedReadBytes is the size of the reads that feed a staging file to its
-// ingest: large enough to keep the detector and the chunker busy, small
-// enough that the daemon holds no save in its memory.
+// ingest where they cannot go straight into a chunk (Writer.ReadFrom): large
+// enough to keep the detector and the chunker busy, small enough that the
+// daemon holds no save in its memory.
 const stagedReadBytes = 4 << 20
 
 // CommitFile makes the content of f, a file staged on the host filesystem,

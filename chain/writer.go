@@ -129,7 +129,7 @@ func (w *Writer) take(in *ingest, p []byte, off int64) error {
 // as WriteAt of them would. It reads them straight into the chunk being
 // filled where it can, so that a staged file's bytes are moved once on
 // their way to the encoders, not twice; buf takes the reads that cannot go
-// there (the start of a segment, a chunk nearly full).
+// there (the file's first bytes, those after a long hole).
 func (w *Writer) ReadFrom(r io.ReaderAt, off, n int64, mtime int64, buf []byte) error {
 	if off < 0 || n < 0 || off+n > MaxFileSize {
 		return fmt.Errorf("write of %d bytes at %d: %w", n, off, syscall.EFBIG)
