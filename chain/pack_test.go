@@ -43,6 +43,20 @@ func TestPackWriteFailure(t *testing.T) {
 	ino := writeFile(t, s, "f.bin", first, 1<<20)
 	_, free0 := fb.Space()
 	goroutines := runtime.NumGoroutine()
+	// settled checks that what was written is free again and the pack's
+	// writer goroutine gone (given a moment to exit).
+	settled := func(after string) {
+		t.Helper()
+		if _, free := fb.Space(); free != free0 {
+			t.Errorf("%d blocks free after %s, %d before", free, after, free0)
+		}
+		for i := 0; runtime.NumGoroutine() > goroutines && i < 100; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > goroutines {
+			t.Errorf("%d goroutines after %s, %d before", n, after, goroutines)
+		}
+	}
 
 	fb.writes.Store(0)
 	fb.failAt.Store(3)
@@ -54,15 +68,7 @@ func TestPackWriteFailure(t *testing.T) {
 	if got := readFile(t, s, "f.bin"); !bytes.Equal(got, first) {
 		t.Fatal("the failed commit changed the file")
 	}
-	if _, free := fb.Space(); free != free0 {
-		t.Errorf("%d blocks free after the failed commit, %d before", free, free0)
-	}
-	for i := 0; runtime.NumGoroutine() > goroutines && i < 100; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > goroutines {
-		t.Errorf("%d goroutines after the failed commit, %d before", n, goroutines)
-	}
+	settled("the failed commit")
 
 	// An ingest given up with pack writes in flight (no failure) waits for
 	// them before it gives their space back.
@@ -75,15 +81,7 @@ func TestPackWriteFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Abort()
-	if _, free := fb.Space(); free != free0 {
-		t.Errorf("%d blocks free after an abort, %d before", free, free0)
-	}
-	for i := 0; runtime.NumGoroutine() > goroutines && i < 100; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > goroutines {
-		t.Errorf("%d goroutines after an abort, %d before", n, goroutines)
-	}
+	settled("an abort")
 
 	if err := s.CommitFile(ino, "f.bin", stagedFile(t, int64(len(second)), map[int64][]byte{0: second}), 1); err != nil {
 		t.Fatal(err)
