@@ -126,6 +126,10 @@ func (tx *txn) freeVersion(v *meta.Version) error {
 // pages and the space fallocate reserved for it (the namespace's Drop
 // hook).
 func (tx *txn) dropContent(n *meta.Inode) error {
+	// What it frees may be overwritten at once: the release must be on
+	// disk before, or a power loss would bring back a file whose pages
+	// now hold another's.
+	tx.mtx.RequireSync()
 	if err := tx.shadowRelease(n.Ino); err != nil {
 		return err
 	}

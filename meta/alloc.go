@@ -54,7 +54,7 @@ func NewAllocator(db *DB, space Space, base, pages int64) (*Allocator, error) {
 				return err
 			}
 			if pages > 0 {
-				return tx.tx.Bucket(space.bucket()).Put(u64key(uint64(base)), u64key(uint64(pages)))
+				return tx.bucket(space.bucket()).Put(u64key(uint64(base)), u64key(uint64(pages)))
 			}
 		}
 		return nil
@@ -159,12 +159,12 @@ func (tx *Tx) FreeExtents(space Space) ([]Extent, error) {
 }
 
 func (tx *Tx) putFree(space Space, e Extent) error {
-	return tx.tx.Bucket(space.bucket()).Put(u64key(uint64(e.Start)), u64key(uint64(e.Len)))
+	return tx.bucket(space.bucket()).Put(u64key(uint64(e.Start)), u64key(uint64(e.Len)))
 }
 
 // addFree inserts e into the persisted free list, merging with neighbours.
 func (tx *Tx) addFree(space Space, e Extent) error {
-	b := tx.tx.Bucket(space.bucket())
+	b := tx.bucket(space.bucket())
 	c := b.Cursor()
 	k, v := c.Seek(u64key(uint64(e.Start)))
 	if k != nil {
@@ -197,7 +197,7 @@ func (tx *Tx) addFree(space Space, e Extent) error {
 
 // removeFree takes e out of the persisted free extent that contains it.
 func (tx *Tx) removeFree(space Space, e Extent) error {
-	b := tx.tx.Bucket(space.bucket())
+	b := tx.bucket(space.bucket())
 	c := b.Cursor()
 	k, v := c.Seek(u64key(uint64(e.Start)))
 	if k == nil || int64(keyU64(k)) > e.Start {
@@ -313,7 +313,7 @@ func (tx *Tx) ShadowExtents(ino Ino) ([]Extent, error) {
 
 // PutShadowExtents records an inode's shadow pages (nil deletes the record).
 func (tx *Tx) PutShadowExtents(ino Ino, exts []Extent) error {
-	b := tx.tx.Bucket(bucketInodes)
+	b := tx.bucket(bucketInodes)
 	if len(exts) == 0 {
 		return b.Delete(shadowKey(ino))
 	}

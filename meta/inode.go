@@ -20,7 +20,7 @@ func (tx *Tx) Inode(ino Ino) (*Inode, error) {
 
 // PutInode writes an inode.
 func (tx *Tx) PutInode(n *Inode) error {
-	return tx.tx.Bucket(bucketInodes).Put(u64key(uint64(n.Ino)), n.marshal())
+	return tx.bucket(bucketInodes).Put(u64key(uint64(n.Ino)), n.marshal())
 }
 
 // NewInode assigns a fresh inode number to n and stores it.
@@ -36,13 +36,13 @@ func (tx *Tx) NewInode(n *Inode) error {
 // DeleteInode removes an inode, its xattrs and any orphan mark. The caller
 // releases its content version and its shadow extents.
 func (tx *Tx) DeleteInode(ino Ino) error {
-	if err := tx.tx.Bucket(bucketInodes).Delete(u64key(uint64(ino))); err != nil {
+	if err := tx.bucket(bucketInodes).Delete(u64key(uint64(ino))); err != nil {
 		return err
 	}
 	if err := tx.deletePrefix(bucketXattrs, u64key(uint64(ino))); err != nil {
 		return err
 	}
-	return tx.tx.Bucket(bucketOrphans).Delete(u64key(uint64(ino)))
+	return tx.bucket(bucketOrphans).Delete(u64key(uint64(ino)))
 }
 
 // ForEachInode calls fn for every inode in number order.
@@ -92,12 +92,12 @@ func (tx *Tx) Lookup(parent Ino, name string) (Ino, error) {
 
 // Link adds (or replaces) the entry name -> child in parent.
 func (tx *Tx) Link(parent Ino, name string, child Ino) error {
-	return tx.tx.Bucket(bucketInodes).Put(direntKey(parent, name), u64key(uint64(child)))
+	return tx.bucket(bucketInodes).Put(direntKey(parent, name), u64key(uint64(child)))
 }
 
 // Unlink removes the entry name from parent.
 func (tx *Tx) Unlink(parent Ino, name string) error {
-	return tx.tx.Bucket(bucketInodes).Delete(direntKey(parent, name))
+	return tx.bucket(bucketInodes).Delete(direntKey(parent, name))
 }
 
 // Dirent is one directory entry.
@@ -150,12 +150,12 @@ func (tx *Tx) Xattr(ino Ino, name string) ([]byte, bool) {
 
 // SetXattr writes an extended attribute.
 func (tx *Tx) SetXattr(ino Ino, name string, value []byte) error {
-	return tx.tx.Bucket(bucketXattrs).Put(xattrKey(ino, name), value)
+	return tx.bucket(bucketXattrs).Put(xattrKey(ino, name), value)
 }
 
 // RemoveXattr deletes an extended attribute; it reports whether it existed.
 func (tx *Tx) RemoveXattr(ino Ino, name string) (bool, error) {
-	b := tx.tx.Bucket(bucketXattrs)
+	b := tx.bucket(bucketXattrs)
 	k := xattrKey(ino, name)
 	if b.Get(k) == nil {
 		return false, nil
@@ -177,12 +177,12 @@ func (tx *Tx) ListXattr(ino Ino) []string {
 // MarkOrphan records an inode that has no name left but is still open, so
 // that a restart after a crash can release it.
 func (tx *Tx) MarkOrphan(ino Ino) error {
-	return tx.tx.Bucket(bucketOrphans).Put(u64key(uint64(ino)), nil)
+	return tx.bucket(bucketOrphans).Put(u64key(uint64(ino)), nil)
 }
 
 // UnmarkOrphan removes an orphan mark (a nameless file that got a name).
 func (tx *Tx) UnmarkOrphan(ino Ino) error {
-	return tx.tx.Bucket(bucketOrphans).Delete(u64key(uint64(ino)))
+	return tx.bucket(bucketOrphans).Delete(u64key(uint64(ino)))
 }
 
 // Orphans lists inodes marked with MarkOrphan.
@@ -196,9 +196,10 @@ func (tx *Tx) Orphans() []Ino {
 }
 
 func (tx *Tx) deletePrefix(bucket, prefix []byte) error {
-	c := tx.tx.Bucket(bucket).Cursor()
+	b := tx.bucket(bucket)
+	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-		if err := c.Delete(); err != nil {
+		if err := b.Delete(k); err != nil {
 			return err
 		}
 	}

@@ -53,7 +53,7 @@ func (tx *Tx) Version(id VersionID) (*Version, error) {
 
 // PutVersion writes a version record.
 func (tx *Tx) PutVersion(v *Version) error {
-	return tx.tx.Bucket(bucketVersions).Put(versionKey(v.ID), v.marshal())
+	return tx.bucket(bucketVersions).Put(versionKey(v.ID), v.marshal())
 }
 
 // DeleteVersion removes a version with its segments and chunks. Its pack
@@ -87,7 +87,7 @@ func (tx *Tx) ForEachVersion(fn func(*Version) error) error {
 
 // PutSegment records a segment of version id.
 func (tx *Tx) PutSegment(id VersionID, s *Segment) error {
-	return tx.tx.Bucket(bucketVersions).Put(partKey(id, tagSegment, uint64(s.Index)), s.marshal())
+	return tx.bucket(bucketVersions).Put(partKey(id, tagSegment, uint64(s.Index)), s.marshal())
 }
 
 // Segments lists a version's segments in order.
@@ -107,7 +107,7 @@ func (tx *Tx) Segments(id VersionID) ([]Segment, error) {
 
 // PutChunk records a chunk of version id.
 func (tx *Tx) PutChunk(id VersionID, c *Chunk) error {
-	return tx.tx.Bucket(bucketVersions).Put(partKey(id, tagChunk, uint64(c.Offset)), c.marshal())
+	return tx.bucket(bucketVersions).Put(partKey(id, tagChunk, uint64(c.Offset)), c.marshal())
 }
 
 // Chunks appends to dst up to max chunks of version id, in file order, starting
@@ -193,7 +193,7 @@ func (tx *Tx) Family(name string) (*Family, error) {
 
 // PutFamily writes a family record.
 func (tx *Tx) PutFamily(f *Family) error {
-	return tx.tx.Bucket(bucketFamilies).Put([]byte(f.Name), f.marshal())
+	return tx.bucket(bucketFamilies).Put([]byte(f.Name), f.marshal())
 }
 
 // ForEachFamilyPrefix calls fn for every family whose name starts with

@@ -26,6 +26,7 @@ import (
 // Files of a store directory. docs/STORE.md describes them.
 const (
 	MetaFile        = "meta.db"
+	JournalFile     = "meta.journal" // logged metadata changes not yet in meta.db
 	DeviceFile      = "device.img"
 	DeviceStateFile = "device.state"
 	ShadowStateFile = "shadow.state"
@@ -34,7 +35,7 @@ const (
 )
 
 // Files lists the plain files a store directory may hold.
-var Files = []string{MetaFile, DeviceFile, DeviceStateFile, ShadowStateFile, LogFile}
+var Files = []string{MetaFile, JournalFile, DeviceFile, DeviceStateFile, ShadowStateFile, LogFile}
 
 // A backend keeps a store's encoded chunks. It is given the store's
 // simulated device and the first page of that device's data area (the
@@ -119,7 +120,7 @@ func Open(dir string, o Options) (*Medium, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	db, err := meta.Open(filepath.Join(dir, MetaFile), meta.Options{NoSync: o.NoSync})
+	db, err := meta.Open(filepath.Join(dir, MetaFile), meta.Options{NoSync: o.NoSync, Journal: filepath.Join(dir, JournalFile)})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}

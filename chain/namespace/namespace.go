@@ -52,8 +52,12 @@ type txn struct {
 	ns  *Namespace
 }
 
+// update runs fn as a logged update: a change of names is durable against
+// a kill of the daemon when it returns, and reaches a synced commit with
+// the next save's (meta.DB.UpdateLogged), so a create or an unlink does not
+// wait for the disk.
 func (ns *Namespace) update(fn func(tx *txn) error) error {
-	return ns.db.Update(func(mtx *meta.Tx) error { return fn(&txn{mtx: mtx, ns: ns}) })
+	return ns.db.UpdateLogged(func(mtx *meta.Tx) error { return fn(&txn{mtx: mtx, ns: ns}) })
 }
 
 func (ns *Namespace) view(fn func(tx *txn) error) error {
