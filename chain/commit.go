@@ -17,7 +17,7 @@ func (p *pendingVersion) Size() int64 { return p.v.Size }
 // release and the shadow's writes. If it fails, nothing changed and the
 // caller should Discard p.
 func (s *Store) commit(ino meta.Ino, p *pendingVersion, change wear.Change, mtime int64) error {
-	err := s.update(func(tx *txn) error { return tx.commitVersion(ino, p, change, mtime) })
+	err := s.updateLogged(func(tx *txn) error { return tx.commitVersion(ino, p, change, mtime) })
 	if p.pinned != 0 {
 		s.unpin(p.pinned)
 		p.pinned = 0

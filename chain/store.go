@@ -292,6 +292,16 @@ func (s *Store) update(fn func(tx *txn) error) error {
 	return s.db.Update(func(mtx *meta.Tx) error { return fn(&txn{mtx: mtx, s: s}) })
 }
 
+// updateLogged runs fn in one logged metadata transaction: durable against
+// a kill of the daemon when it returns, and on disk with the next synced
+// commit, at most a second later (meta.DB.UpdateLogged). A file's commit
+// is one: a save does not wait for the disk unless it asks (fsync), as on
+// a plain filesystem, and the space its commit frees is reused only after
+// that synced commit.
+func (s *Store) updateLogged(fn func(tx *txn) error) error {
+	return s.db.UpdateLogged(func(mtx *meta.Tx) error { return fn(&txn{mtx: mtx, s: s}) })
+}
+
 // view runs fn in a read-only metadata transaction.
 func (s *Store) view(fn func(tx *txn) error) error {
 	return s.db.View(func(mtx *meta.Tx) error { return fn(&txn{mtx: mtx, s: s}) })

@@ -245,7 +245,7 @@ func (w *Writer) commitPending(p *pendingVersion) error {
 		// An empty file has no version: it must not become its family's
 		// reference, and there is nothing to store.
 		w.s.discard(p)
-		return w.s.update(func(tx *txn) error { return tx.commitEmpty(w.ino, change, mtime) })
+		return w.s.updateLogged(func(tx *txn) error { return tx.commitEmpty(w.ino, change, mtime) })
 	}
 	if err := w.s.commit(w.ino, p, change, mtime); err != nil {
 		w.s.discard(p)

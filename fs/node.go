@@ -35,6 +35,7 @@ type FS struct {
 	SyncClose bool
 	commits   commitTracker
 	encoding  encodeQueue // staged files waiting to encode, and encoding
+	forgets   forgetQueue // inodes the kernel forgot, to free if orphans
 
 	// Staging is the directory of staging files (staged.go), in the store
 	// directory; set before mounting.
@@ -130,11 +131,8 @@ func (n *Node) OnForget() {
 }
 
 // forget frees ino if it has no names left (an orphan); otherwise nothing.
-func (f *FS) forget(ino chain.Ino) {
-	if err := f.store.Forget(ino); err != nil {
-		toErrno(err)
-	}
-}
+// Orphans are freed in batches (forgetQueue), off the request's path.
+func (f *FS) forget(ino chain.Ino) { f.forgets.add(f, ino) }
 
 // path is the node's path below the root, which names its family; the
 // store's name for it where go-fuse's tree has none to the root (a file

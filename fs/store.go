@@ -28,7 +28,8 @@ type Store interface {
 	Rmdir(parent chain.Ino, name string, isOpen func(chain.Ino) bool) error
 	Rename(oldParent chain.Ino, oldName string, newParent chain.Ino, newName string,
 		flags uint32, isOpen func(chain.Ino) bool) error
-	Forget(ino chain.Ino) error
+	// Forget releases those of inos that are orphans, in one transaction.
+	Forget(inos ...chain.Ino) error
 	SetAttr(ino chain.Ino, fn func(n *chain.Inode) error) (*chain.Inode, error)
 	// SetAtimes records reads' access times alone (no ctime change), in
 	// one transaction; inodes gone since are skipped.

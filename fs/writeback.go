@@ -70,6 +70,7 @@ func (f *FS) Drain() {
 		time.Sleep(time.Millisecond)
 	}
 	f.commits.wait()
+	f.forgets.wait(f) // the report counts the space they free
 }
 
 // maxEncoding bounds the staged files encoded at once. Each encodes on all

@@ -313,32 +313,44 @@ func (tx *txn) dropLink(n *meta.Inode, isOpen func(meta.Ino) bool) error {
 	return tx.dropInode(n.Ino)
 }
 
-// Forget releases an orphan once its last handle is closed.
-func (ns *Namespace) Forget(ino meta.Ino) error {
+// Forget releases orphans once their last handle is closed, in one
+// transaction: a release commits synced (what it frees may be reused at
+// once), and rm -rf of a checkpoint forgets its files in a burst.
+func (ns *Namespace) Forget(inos ...meta.Ino) error {
 	// The kernel forgets every inode it looked up; most still have names.
-	// Only an orphan needs a write transaction (which costs pages).
-	orphan := false
+	// Only orphans need a write transaction (which costs pages).
+	var orphans []meta.Ino
 	err := ns.view(func(tx *txn) error {
-		n, err := tx.mtx.Inode(ino)
-		if err == nil {
-			orphan = n.Nlink == 0
-		} else if errors.Is(err, meta.ErrNotFound) {
-			err = nil
+		for _, ino := range inos {
+			n, err := tx.mtx.Inode(ino)
+			if err == nil && n.Nlink == 0 {
+				orphans = append(orphans, ino)
+			} else if err != nil && !errors.Is(err, meta.ErrNotFound) {
+				return err
+			}
 		}
-		return err
+		return nil
 	})
-	if err != nil || !orphan {
+	if err != nil || len(orphans) == 0 {
 		return err
 	}
 	return ns.update(func(tx *txn) error {
-		n, err := tx.mtx.Inode(ino)
-		if errors.Is(err, meta.ErrNotFound) {
-			return nil
+		for _, ino := range orphans {
+			n, err := tx.mtx.Inode(ino)
+			if errors.Is(err, meta.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if n.Nlink > 0 {
+				continue
+			}
+			if err := tx.dropInode(ino); err != nil {
+				return err
+			}
 		}
-		if err != nil || n.Nlink > 0 {
-			return err
-		}
-		return tx.dropInode(ino)
+		return nil
 	})
 }
 
