@@ -67,6 +67,7 @@ type testMount struct {
 	closeDB       func() error
 	fsys          *FS
 	server        *fuse.Server
+	wrap          func(Store) Store // what the filesystem serves, around store
 }
 
 // newTestMount mounts a fresh throw-away store on the in-memory storage
@@ -89,8 +90,15 @@ func newTestMountOn(t testing.TB, backend storage.Backend) *testMount {
 // daemon if daemonWritten.
 func newTestMountMode(t testing.TB, backend storage.Backend, daemonWritten bool) *testMount {
 	t.Helper()
+	return newTestMountWrapped(t, backend, daemonWritten, nil)
+}
+
+// newTestMountWrapped is newTestMountMode with the filesystem serving
+// wrap(store) (nil: the store itself).
+func newTestMountWrapped(t testing.TB, backend storage.Backend, daemonWritten bool, wrap func(Store) Store) *testMount {
+	t.Helper()
 	needFuse(t)
-	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), backend: true, daemonWritten: daemonWritten}
+	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), backend: true, daemonWritten: daemonWritten, wrap: wrap}
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +167,11 @@ func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOption
 func (m *testMount) serve(opts MountOptions) {
 	m.t.Helper()
 	opts.NoPassthrough = opts.NoPassthrough || m.daemonWritten
-	m.fsys = New(m.store)
+	var store Store = m.store
+	if m.wrap != nil {
+		store = m.wrap(store)
+	}
+	m.fsys = New(store)
 	if ds := m.ds; ds != nil {
 		m.fsys.Staging = ds.Staging
 		m.fsys.Stats = func() ([]byte, error) {

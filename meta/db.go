@@ -337,7 +337,8 @@ func (db *DB) UpdateLogged(fn func(*Tx) error) error {
 		db.undo(tx)
 		return err
 	}
-	if tx.synced {
+	if tx.synced || logSize(tx.log) > maxJournalRecord/2 {
+		// A record recovery would refuse as too long is committed synced.
 		return db.commit(tx)
 	}
 	if len(tx.log) == 0 { // nothing changed: nothing to log or commit
@@ -366,6 +367,15 @@ func (db *DB) UpdateLogged(fn func(*Tx) error) error {
 		return db.flushLocked()
 	}
 	return nil
+}
+
+// logSize bounds the journal record of changes.
+func logSize(changes []change) int {
+	n := 8
+	for _, c := range changes {
+		n += 2 + 2*binary.MaxVarintLen64 + len(c.key) + len(c.value)
+	}
+	return n
 }
 
 // Bounds of what logged updates hold before a synced commit: the open

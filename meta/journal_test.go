@@ -398,3 +398,17 @@ func encodeAll(recs []journalRecord) []byte {
 	}
 	return b
 }
+
+// TestLongRecordCommitsSynced: an update whose record recovery would
+// refuse as too long is committed synced instead of logged.
+func TestLongRecordCommitsSynced(t *testing.T) {
+	db := openJournaled(t, t.TempDir())
+	defer db.Close()
+	big := make([]byte, maxJournalRecord/2+1)
+	if err := db.UpdateLogged(func(tx *Tx) error { return tx.SetXattr(7, "user.big", big) }); err != nil {
+		t.Fatal(err)
+	}
+	if db.dirty.Load() || db.journal.size != 0 {
+		t.Fatalf("a %d-byte change was logged", len(big))
+	}
+}

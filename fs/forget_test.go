@@ -1,0 +1,99 @@
+package fs
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+)
+
+// forgetRecorder records the batches of inodes the filesystem asks the
+// store to release.
+type forgetRecorder struct {
+	Store
+	mu      sync.Mutex
+	batches [][]chain.Ino
+}
+
+func (r *forgetRecorder) Forget(inos ...chain.Ino) error {
+	r.mu.Lock()
+	r.batches = append(r.batches, append([]chain.Ino(nil), inos...))
+	r.mu.Unlock()
+	if r.Store == nil {
+		return nil
+	}
+	return r.Store.Forget(inos...)
+}
+
+// TestRemoveTreeForgetsInBatches: rm -rf of a checkpoint directory frees
+// its files in one or two store transactions, not one per file (each is a
+// synced commit that the next unlink would wait for), and frees them all.
+func TestRemoveTreeForgetsInBatches(t *testing.T) {
+	rec := &forgetRecorder{}
+	m := newTestMountWrapped(t, nil, false, func(s Store) Store { rec.Store = s; return rec })
+	dir := m.path("checkpoint-10")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 8
+	for i := 0; i < files; i++ {
+		data := make([]byte, 64<<10+i)
+		rand.New(rand.NewSource(int64(i))).Read(data)
+		if err := os.WriteFile(fmt.Sprintf("%s/f%d", dir, i), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.fsys.Drain()
+	before := m.store.Statfs().FreePages
+	rec.mu.Lock()
+	rec.batches = nil
+	rec.mu.Unlock()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	m.fsys.Drain()
+	rec.mu.Lock()
+	batches, forgotten := 0, 0
+	for _, b := range rec.batches {
+		if len(b) > 0 {
+			batches++
+			forgotten += len(b)
+		}
+	}
+	rec.mu.Unlock()
+	if forgotten < files {
+		t.Fatalf("%d inodes forgotten after rm -rf of %d files", forgotten, files)
+	}
+	if batches > 2 {
+		t.Errorf("rm -rf of %d files released them in %d batches: %v", files, batches, rec.batches)
+	}
+	if after := m.store.Statfs().FreePages; after <= before {
+		t.Errorf("free pages %d after rm -rf, %d before: the files were not freed", after, before)
+	}
+}
+
+// TestForgetQueueBatches: inodes forgotten a millisecond apart, as the
+// unlinks of rm -rf are, reach the store as one batch, and only those
+// nothing uses again.
+func TestForgetQueueBatches(t *testing.T) {
+	rec := &forgetRecorder{}
+	f := &FS{store: rec, open: newOpenTable()}
+	f.open.remember(5) // looked up again since: not freed
+	for ino := chain.Ino(1); ino <= 8; ino++ {
+		f.forget(ino)
+		time.Sleep(time.Millisecond)
+	}
+	f.forgets.wait(f)
+	if len(rec.batches) != 1 || len(rec.batches[0]) != 7 {
+		t.Fatalf("batches %v, want one of the 7 unused inodes", rec.batches)
+	}
+	for _, ino := range rec.batches[0] {
+		if ino == 5 {
+			t.Fatal("an inode in use was released")
+		}
+	}
+}
