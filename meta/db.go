@@ -181,6 +181,7 @@ func (db *DB) Close() error {
 	}
 	db.mu.Lock()
 	err := db.flushLocked()
+	db.discardOpen() // what failed to commit is in the journal; bbolt's Close waits for an open writer
 	db.mu.Unlock()
 	if err == nil {
 		err = db.bolt.Update(func(tx *bolt.Tx) error {
