@@ -141,7 +141,7 @@ FUZZ_TARGETS := \
 	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
 	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle ./encode/detect:FuzzDCP \
 	./encode/pickle:FuzzPickle \
-	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./nandsim:FuzzRuns ./meta:FuzzRecords ./chain:FuzzStagingNames ./chain:FuzzCommitFileSpare \
+	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./nandsim:FuzzRuns ./meta:FuzzRecords ./meta:FuzzDecodeJournal ./chain:FuzzStagingNames ./chain:FuzzCommitFileSpare \
 	./chain/remote:FuzzMerge
 
 fuzz:

@@ -2,6 +2,8 @@ package meta
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -371,6 +373,19 @@ func FuzzDecodeJournal(f *testing.F) {
 	f.Add(encodeRecord(encodeRecord(nil, 1, nil), 2, []change{{op: opDelete, bucket: 2, key: []byte("key")}}), uint64(1))
 	f.Add(make([]byte, 64), uint64(0))
 	f.Fuzz(func(t *testing.T, data []byte, applied uint64) {
+		// The data as the changes of a record whose frame is sound, so
+		// that the change decoder is reached past the checksum.
+		body := binary.BigEndian.AppendUint64(nil, applied+1)
+		body = append(body, data...)
+		framed := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+		framed = binary.BigEndian.AppendUint32(framed, crc32.Update(journalSeed, castagnoli, body))
+		if recs := decodeJournal(append(framed, body...), applied); len(recs) == 1 {
+			for _, c := range recs[0].changes {
+				if int(c.bucket) >= len(allBuckets) || len(c.key) == 0 {
+					t.Fatalf("bad change accepted: %+v", c)
+				}
+			}
+		}
 		recs := decodeJournal(data, applied)
 		var again []byte
 		for i, r := range recs {
