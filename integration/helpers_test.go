@@ -184,6 +184,10 @@ type report struct {
 	} `json:"shadow"`
 	ShadowDirtyPages  int64 `json:"shadow_dirty_pages"`
 	ShadowSparedPages int64 `json:"shadow_spared_pages"`
+	// Metadata pages, on the device (bbolt's synced commits) and the
+	// shadow's estimate (a page per change).
+	MetadataPages       int64 `json:"metadata_pages_estimate"`
+	ShadowMetadataPages int64 `json:"shadow_metadata_pages_estimate"`
 	// EveryCommitRatio is the device's pages ÷ the shadow's charged at
 	// every commit (written, still dirty or spared by its page cache
 	// model): what replay reports, and, unlike written_volume_ratio, not a

@@ -130,7 +130,8 @@ func (a *Allocator) Commit(tx *Tx, exts []Extent) error {
 }
 
 // Free returns allocated extents to the free list, in the database now and
-// in memory once tx commits.
+// in memory once tx is durable (OnDurable): they are handed out again only
+// when a power loss can no longer bring back the file that held them.
 func (a *Allocator) Free(tx *Tx, exts []Extent) error {
 	for _, e := range exts {
 		if e.Start < a.base || e.End() > a.base+a.pages || e.Len <= 0 {
@@ -141,7 +142,7 @@ func (a *Allocator) Free(tx *Tx, exts []Extent) error {
 		}
 	}
 	cp := append([]Extent(nil), exts...)
-	tx.OnCommit(func() { a.Unreserve(cp) })
+	tx.OnDurable(func() { a.Unreserve(cp) })
 	return nil
 }
 

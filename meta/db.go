@@ -74,7 +74,7 @@ type DB struct {
 	journal  *journal
 	open     *bolt.Tx
 	redo     []change // the logged changes in open, to apply again after a rollback
-	hooks    []func() // their OnCommit functions, run after the synced commit
+	durable  []func() // their OnDurable functions, run after the synced commit
 	seq      uint64   // the last journal record written
 	dirty    atomic.Bool
 	since    time.Time // the oldest logged change not yet synced
@@ -234,12 +234,21 @@ type Tx struct {
 	logging  bool
 	synced   bool // RequireSync was called
 	commit   []func()
+	durable  []func()
 	rollback []func()
 }
 
-// OnCommit runs fn after the transaction commits successfully (a logged
-// update's, after the synced commit that holds it).
+// OnCommit runs fn once the transaction's changes are the store's: when a
+// logged update is in the journal, or when a synced update has committed.
+// In-memory state that mirrors the database follows it.
 func (tx *Tx) OnCommit(fn func()) { tx.commit = append(tx.commit, fn) }
+
+// OnDurable runs fn after the synced commit that holds the transaction
+// (at once after OnCommit for a synced update). Freed space is handed out
+// again only then: a power loss must not bring back a file whose pages
+// another file's data has since overwritten (ext4 reuses blocks freed by a
+// transaction only after it commits, for the same reason).
+func (tx *Tx) OnDurable(fn func()) { tx.durable = append(tx.durable, fn) }
 
 // OnRollback runs fn if the transaction does not commit: it undoes an
 // in-memory reservation made for a change the database then did not keep.
@@ -343,14 +352,13 @@ func (db *DB) UpdateLogged(fn func(*Tx) error) error {
 		return db.commit(tx)
 	}
 	if len(tx.log) == 0 { // nothing changed: nothing to log or commit
+		runAll(tx.commit)
 		if !db.dirty.Load() {
 			db.discardOpen()
-			for _, fn := range tx.commit {
-				fn()
-			}
+			runAll(tx.durable)
 			return nil
 		}
-		db.hooks = append(db.hooks, tx.commit...)
+		db.durable = append(db.durable, tx.durable...)
 		return nil
 	}
 	if err := db.journal.append(db.seq+1, tx.log); err != nil {
@@ -362,8 +370,9 @@ func (db *DB) UpdateLogged(fn func(*Tx) error) error {
 		db.since = time.Now()
 	}
 	db.redo = append(db.redo, tx.log...)
-	db.hooks = append(db.hooks, tx.commit...)
+	db.durable = append(db.durable, tx.durable...)
 	db.dirty.Store(true)
+	runAll(tx.commit)
 	if len(db.redo) > maxRedo || db.journal.size > maxJournal {
 		return db.flushLocked()
 	}
@@ -469,17 +478,16 @@ func (db *DB) commit(tx *Tx) error {
 		db.undo(tx) // bbolt rolled back; the logged changes are applied again
 		return fmt.Errorf("commit metadata: %w", err)
 	}
-	hooks := append(db.hooks, tx.commit...)
-	db.hooks, db.redo = nil, nil
+	durable := append(db.durable, tx.durable...)
+	db.durable, db.redo = nil, nil
 	db.dirty.Store(false)
 	if logged {
 		if err := db.journal.reset(); err != nil {
 			logrus.Warnf("metadata: %v", err)
 		}
 	}
-	for _, fn := range hooks {
-		fn()
-	}
+	runAll(tx.commit)
+	runAll(durable)
 	if db.account != nil {
 		st := btx.Stats()
 		written := st.GetPageAlloc()/db.pageSize + 1 // + the meta page
@@ -489,6 +497,12 @@ func (db *DB) commit(tx *Tx) error {
 		}
 	}
 	return nil
+}
+
+func runAll(fns []func()) {
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // flushLocked commits the logged changes, if any (db.mu held).

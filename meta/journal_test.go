@@ -3,9 +3,9 @@ package meta
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -206,6 +206,7 @@ func TestLoggedRollbackKeepsEarlier(t *testing.T) {
 		err := update(func(tx *Tx) error {
 			tx.OnRollback(func() { undone++ })
 			tx.OnCommit(func() { t.Error("a failed update's OnCommit ran") })
+			tx.OnDurable(func() { t.Error("a failed update's OnDurable ran") })
 			if err := tx.Link(RootIno, "half", 99); err != nil {
 				return err
 			}
@@ -228,16 +229,18 @@ func TestLoggedRollbackKeepsEarlier(t *testing.T) {
 	}
 }
 
-// TestLoggedOnCommitAfterSync: a logged update's OnCommit runs after the
-// synced commit that holds it, not before; RequireSync commits at once.
-func TestLoggedOnCommitAfterSync(t *testing.T) {
+// TestLoggedHooks: a logged update's OnCommit runs when it is journaled,
+// its OnDurable after the synced commit that holds it; RequireSync commits
+// at once.
+func TestLoggedHooks(t *testing.T) {
 	dir := t.TempDir()
 	db := openJournaled(t, dir)
 	defer db.Close()
-	ran := []string{}
+	var committed, durable []string
 	logged := func(name string, sync bool) {
 		err := db.UpdateLogged(func(tx *Tx) error {
-			tx.OnCommit(func() { ran = append(ran, name) })
+			tx.OnCommit(func() { committed = append(committed, name) })
+			tx.OnDurable(func() { durable = append(durable, name) })
 			if sync {
 				tx.RequireSync()
 			}
@@ -249,19 +252,19 @@ func TestLoggedOnCommitAfterSync(t *testing.T) {
 	}
 	logged("a", false)
 	logged("b", false)
-	if len(ran) != 0 {
-		t.Fatalf("OnCommit ran before the synced commit: %v", ran)
+	if fmt.Sprint(committed) != "[a b]" || len(durable) != 0 {
+		t.Fatalf("before the synced commit: committed %v, durable %v", committed, durable)
 	}
 	logged("c", true)
-	if fmt.Sprint(ran) != "[a b c]" || db.dirty.Load() {
-		t.Fatalf("after RequireSync: ran %v, dirty %v", ran, db.dirty.Load())
+	if fmt.Sprint(durable) != "[a b c]" || db.dirty.Load() {
+		t.Fatalf("after RequireSync: durable %v, dirty %v", durable, db.dirty.Load())
 	}
 	logged("d", false)
 	if err := db.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(ran) != "[a b c d]" {
-		t.Fatalf("after Sync: %v", ran)
+	if fmt.Sprint(durable) != "[a b c d]" || fmt.Sprint(committed) != "[a b c d]" {
+		t.Fatalf("after Sync: committed %v, durable %v", committed, durable)
 	}
 }
 
@@ -425,5 +428,38 @@ func TestLongRecordCommitsSynced(t *testing.T) {
 	}
 	if db.dirty.Load() || db.journal.size != 0 {
 		t.Fatalf("a %d-byte change was logged", len(big))
+	}
+}
+
+// TestFreedSpaceWaitsForDurable: pages a logged update frees are handed out
+// again only after the synced commit that holds the free.
+func TestFreedSpaceWaitsForDurable(t *testing.T) {
+	db := openJournaled(t, t.TempDir())
+	defer db.Close()
+	a, err := NewAllocator(db, DeviceSpace, 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts, err := a.Reserve(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UpdateLogged(func(tx *Tx) error { return a.Commit(tx, exts) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UpdateLogged(func(tx *Tx) error { return a.Free(tx, exts) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.FreePages(); got != 0 {
+		t.Fatalf("%d pages free before the free is durable", got)
+	}
+	if _, err := a.Reserve(1); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("reserve before the free is durable: %v", err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.FreePages(); got != 8 {
+		t.Fatalf("%d pages free after the synced commit, want 8", got)
 	}
 }

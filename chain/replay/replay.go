@@ -99,7 +99,15 @@ func Run(files []string, o Options) (*Result, error) {
 	res := &Result{}
 	var done int64
 	saved := map[string][]string{} // family -> paths saved, oldest first
+	save := saveGroup{}
 	for i, f := range files {
+		// One synced metadata commit per save, as a mount makes for saves
+		// more than a second apart (the metadata journal, docs/STORE.md).
+		if save.ends(rel[i]) {
+			if err := ds.Medium.DB.Flush(); err != nil {
+				return nil, fmt.Errorf("replay %s: %w", f, err)
+			}
+		}
 		step, err := replayOne(ds, f, rel[i], func(n int64) {
 			done += n
 			if o.Progress != nil {
@@ -129,6 +137,9 @@ func Run(files []string, o Options) (*Result, error) {
 	interval := o.Interval
 	if interval <= 0 {
 		interval = 20 * time.Minute
+	}
+	if err := ds.Medium.DB.Flush(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
 	}
 	rep, err := ds.Report(storedir.ReportOptions{Window: interval * time.Duration(len(files))})
 	if err != nil {
@@ -306,4 +317,23 @@ func removePath(ds *storedir.Store, p string) error {
 		parent = n.Ino
 	}
 	return ds.Unlink(parent, parts[len(parts)-1], nil)
+}
+
+// saveGroup tells where one save of a replayed series ends: a file in
+// another directory (checkpoint-N/ after checkpoint-M/) or one of a family
+// the save already has (ckpt-2.pt after ckpt-1.pt) starts the next.
+type saveGroup struct {
+	dir      string
+	families map[string]bool
+}
+
+// ends reports whether the file at rel starts a new save, and notes it.
+func (g *saveGroup) ends(rel string) bool {
+	dir, fam := filepath.Dir(rel), policy.FamilyOf(rel)
+	ended := g.families != nil && (dir != g.dir || g.families[fam])
+	if ended || g.families == nil {
+		g.dir, g.families = dir, map[string]bool{}
+	}
+	g.families[fam] = true
+	return ended
 }

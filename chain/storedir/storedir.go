@@ -98,6 +98,11 @@ type ReportOptions struct {
 
 // Report gathers the store's figures.
 func (ds *Store) Report(o ReportOptions) (*Report, error) {
+	// Logged metadata changes are committed first, so that the report
+	// counts the pages their synced commit writes.
+	if err := ds.Medium.DB.Flush(); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
 	r := &Report{Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats(),
 		DeviceDirtyPages: ds.Dev.DirtyPages(), DeviceSparedPages: ds.Dev.SparedPages()}
 	sum, contents, err := ds.Figures()

@@ -103,13 +103,14 @@ func (s *Store) Commit(tx *meta.Tx, loc storage.Location) error {
 	return nil
 }
 
-// Free deletes the objects of loc once tx commits.
+// Free deletes the objects of loc once tx is durable, as a device's
+// pages are handed out again only then.
 func (s *Store) Free(tx *meta.Tx, loc storage.Location) error {
 	if err := s.known(loc, true); err != nil {
 		return err
 	}
 	cp := append(storage.Location(nil), loc...)
-	tx.OnCommit(func() { s.drop(cp) })
+	tx.OnDurable(func() { s.drop(cp) })
 	return nil
 }
 

@@ -110,15 +110,15 @@ func (s *Store) Commit(tx *meta.Tx, loc storage.Location) error {
 	return s.alloc.Commit(tx, loc)
 }
 
-// Free returns pages to the free list. The trim is queued before the
-// allocator's own commit hook, so pages are trimmed before any other writer
-// can be handed them.
+// Free returns pages to the free list once tx is durable. The trim is
+// queued before the allocator's own hook, so pages are trimmed before any
+// other writer can be handed them.
 func (s *Store) Free(tx *meta.Tx, loc storage.Location) error {
 	if len(loc) == 0 {
 		return nil
 	}
 	cp := append(storage.Location(nil), loc...)
-	tx.OnCommit(func() {
+	tx.OnDurable(func() {
 		for _, e := range cp {
 			if err := s.dev.Trim(e.Start, e.Len); err != nil {
 				logrus.WithError(err).Warnf("trim %d pages at %d", e.Len, e.Start)
