@@ -30,10 +30,6 @@ type writerCase struct {
 	name    string
 	tensors *regexp.Regexp
 	args    []string // more writers.py flags
-	// fsyncs: the writer fsyncs every file (torch.distributed.checkpoint),
-	// and each fsync is a synced metadata commit, where replay makes one
-	// per save.
-	fsyncs bool
 }
 
 var writerCases = []writerCase{
@@ -41,13 +37,13 @@ var writerCases = []writerCase{
 	// below 0.9): a 3.2 M-parameter GPT-2 (39 MB a save), so that the
 	// checkpoints, not the metadata of its sixteen small files, dominate
 	// what is written, as they do in a real training.
-	{"hf-trainer", regexp.MustCompile(`/(model\.safetensors|optimizer\.pt)$`), []string{"--width", "256", "--layers", "4"}, false},
-	{"save-pretrained-sharded", regexp.MustCompile(`/model-\d+-of-\d+\.safetensors$`), nil, false},
-	{"torch-last", regexp.MustCompile(`^(ckpt_\d+|last)\.pt$`), nil, false},
-	{"lightning", regexp.MustCompile(`\.ckpt$`), nil, false},
-	{"dcp", regexp.MustCompile(`/__\d+_\d+\.distcp$`), nil, true},
-	{"dcp-2rank", regexp.MustCompile(`/__\d+_\d+\.distcp$`), nil, true},
-	{"safetensors", regexp.MustCompile(`\.safetensors$`), nil, false},
+	{"hf-trainer", regexp.MustCompile(`/(model\.safetensors|optimizer\.pt)$`), []string{"--width", "256", "--layers", "4"}},
+	{"save-pretrained-sharded", regexp.MustCompile(`/model-\d+-of-\d+\.safetensors$`), nil},
+	{"torch-last", regexp.MustCompile(`^(ckpt_\d+|last)\.pt$`), nil},
+	{"lightning", regexp.MustCompile(`\.ckpt$`), nil},
+	{"dcp", regexp.MustCompile(`/__\d+_\d+\.distcp$`), nil},
+	{"dcp-2rank", regexp.MustCompile(`/__\d+_\d+\.distcp$`), nil},
+	{"safetensors", regexp.MustCompile(`\.safetensors$`), nil},
 }
 
 // venvPython returns the python of the writers' venv (CKPTFS_PYTHON, which
@@ -174,9 +170,8 @@ func mountAt(t testing.TB, dir, store string, flags ...string) *mount {
 //	    file's first save, in the JSON report and in the file's xattrs;
 //	(c) the mount's written volume ÷ the shadow's, metadata left out, is
 //	    within 3% of `ckptfs replay` of the archived saves in order, and its
-//	    metadata pages are no more than replay's (which commits once per
-//	    save; the mount groups the changes of saves a second apart) unless
-//	    the writer fsyncs every file;
+//	    metadata pages at most twice replay's (which commits once per
+//	    save; the mount commits at its own pace);
 //
 // then unmounts and runs fsck --deep.
 func TestWriters(t *testing.T) {
@@ -236,8 +231,13 @@ func testWriter(t *testing.T, py string, c writerCase) {
 		t.Errorf("data written ÷ the shadow's charged at every commit: mount %.4f, replay of the same saves %.4f (%.1f%% apart, want within 3%%)",
 			mountData, replayData, 100*rel)
 	}
-	if !c.fsyncs && mountRep.MetadataPages > replayRep.MetadataPages+replayRep.MetadataPages/10 {
-		t.Errorf("metadata pages: mount %d, replay of the same saves %d", mountRep.MetadataPages, replayRep.MetadataPages)
+	// The mount's synced commits follow its pace (the 1 s flush, each
+	// fsync, the rotation's releases), so it may write more metadata than
+	// replay's one commit per save, but not twice as much: a synced
+	// transaction per operation, as before the journal, wrote 341 pages
+	// for the Trainer's run against replay's 87.
+	if mountRep.MetadataPages > 2*replayRep.MetadataPages {
+		t.Errorf("metadata pages: mount %d, replay of the same saves %d (want at most twice)", mountRep.MetadataPages, replayRep.MetadataPages)
 	}
 	replayRatio := replayRep.WrittenVolumeRatio
 	t.Logf("WRITER %-24s ratio mount %.4f (shadow charged at every commit: %.4f; data alone %.4f, metadata %d pages) replay %.4f (data alone %.4f, metadata %d pages) | tensor-format files %d of %d live | save s mount %.3f plain %.3f (x%.2f)",
