@@ -126,9 +126,9 @@ func (tx *txn) freeVersion(v *meta.Version) error {
 // pages and the space fallocate reserved for it (the namespace's Drop
 // hook).
 func (tx *txn) dropContent(n *meta.Inode) error {
-	// What it frees may be overwritten at once: the release must be on
-	// disk before, or a power loss would bring back a file whose pages
-	// now hold another's.
+	// What it frees is handed out again only after a synced commit
+	// (meta.Tx.OnDurable): commit now, so that df and the next save see
+	// the space at once.
 	tx.mtx.RequireSync()
 	if err := tx.shadowRelease(n.Ino); err != nil {
 		return err

@@ -214,10 +214,7 @@ func (db *DB) Size() int64 {
 // Sync commits logged changes and flushes the database file (useful with
 // NoSync): what was changed before it survives a power loss.
 func (db *DB) Sync() error {
-	db.mu.Lock()
-	err := db.flushLocked()
-	db.mu.Unlock()
-	if err != nil {
+	if err := db.Flush(); err != nil {
 		return err
 	}
 	return db.bolt.Sync()
@@ -255,9 +252,8 @@ func (tx *Tx) OnDurable(fn func()) { tx.durable = append(tx.durable, fn) }
 func (tx *Tx) OnRollback(fn func()) { tx.rollback = append(tx.rollback, fn) }
 
 // RequireSync makes a logged update commit synced at once, with every
-// logged change before it: one that releases space does, since what it
-// frees may be overwritten by the next write, and a power loss must not
-// bring back a file whose pages were reused.
+// logged change before it: one that releases space does, so that the
+// space (handed out again only OnDurable) is free at once.
 func (tx *Tx) RequireSync() { tx.synced = true }
 
 // Writable reports whether the transaction may change the store.
@@ -311,18 +307,28 @@ func (b wbucket) Delete(key []byte) error {
 func (db *DB) Update(fn func(*Tx) error) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.sealed {
-		return ErrSealed
-	}
-	tx, err := db.begin(false)
+	tx, err := db.run(fn, false)
 	if err != nil {
 		return err
 	}
+	return db.commit(tx)
+}
+
+// run runs fn on the open write transaction (db.mu held), undoing what fn
+// changed if it fails.
+func (db *DB) run(fn func(*Tx) error, logging bool) (*Tx, error) {
+	if db.sealed {
+		return nil, ErrSealed
+	}
+	tx, err := db.begin(logging)
+	if err != nil {
+		return nil, err
+	}
 	if err := fn(tx); err != nil {
 		db.undo(tx)
-		return err
+		return nil, err
 	}
-	return db.commit(tx)
+	return tx, nil
 }
 
 // UpdateLogged runs fn in a write transaction that is durable when it
@@ -336,15 +342,8 @@ func (db *DB) UpdateLogged(fn func(*Tx) error) error {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.sealed {
-		return ErrSealed
-	}
-	tx, err := db.begin(true)
+	tx, err := db.run(fn, true)
 	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		db.undo(tx)
 		return err
 	}
 	if tx.synced || logSize(tx.log) > maxJournalRecord/2 {

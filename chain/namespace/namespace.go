@@ -314,8 +314,8 @@ func (tx *txn) dropLink(n *meta.Inode, isOpen func(meta.Ino) bool) error {
 }
 
 // Forget releases orphans once their last handle is closed, in one
-// transaction: a release commits synced (what it frees may be reused at
-// once), and rm -rf of a checkpoint forgets its files in a burst.
+// transaction: a release commits synced (so that df and the next save see
+// the space), and rm -rf of a checkpoint forgets its files in a burst.
 func (ns *Namespace) Forget(inos ...meta.Ino) error {
 	// The kernel forgets every inode it looked up; most still have names.
 	// Only orphans need a write transaction (which costs pages).

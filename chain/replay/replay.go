@@ -138,9 +138,6 @@ func Run(files []string, o Options) (*Result, error) {
 	if interval <= 0 {
 		interval = 20 * time.Minute
 	}
-	if err := ds.Medium.DB.Flush(); err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
 	rep, err := ds.Report(storedir.ReportOptions{Window: interval * time.Duration(len(files))})
 	if err != nil {
 		return nil, err
