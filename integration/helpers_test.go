@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +40,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build ckptfs:", err)
 		os.Exit(2)
 	}
+	flag.Parse()
+	watchHangs()
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -89,14 +92,21 @@ type mount struct {
 	dir   string // mount point
 	store string
 	args  []string
+	env   []string // added to the daemon's environment
 }
 
 // newMount mounts a fresh store in a temp dir; extra flags go to mount.
 func newMount(t testing.TB, flags ...string) *mount {
 	t.Helper()
+	return newMountEnv(t, nil, flags...)
+}
+
+// newMountEnv is newMount with env added to the daemon's environment.
+func newMountEnv(t testing.TB, env []string, flags ...string) *mount {
+	t.Helper()
 	needFuse(t)
 	base := t.TempDir()
-	m := &mount{t: t, dir: filepath.Join(base, "mnt"), store: filepath.Join(base, "store"), args: flags}
+	m := &mount{t: t, dir: filepath.Join(base, "mnt"), store: filepath.Join(base, "store"), args: flags, env: env}
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +119,11 @@ func (m *mount) start() {
 	m.t.Helper()
 	args := append([]string{"mount", "--store", m.store}, m.args...)
 	args = append(args, m.dir)
-	out, err := exec.Command(ckptfsBin, args...).CombinedOutput()
+	cmd := exec.Command(ckptfsBin, args...)
+	if m.env != nil {
+		cmd.Env = append(os.Environ(), m.env...)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		m.t.Fatalf("ckptfs %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
