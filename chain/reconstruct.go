@@ -17,7 +17,23 @@ var ErrChecksum = errors.New("checksum mismatch")
 // chunkPlain returns the plain bytes of the chunk of version id at file
 // offset off, from the cache or rebuilt.
 func (s *Store) chunkPlain(id meta.VersionID, off int64) ([]byte, error) {
-	return s.cache.Get(plaincache.Key{V: id, Off: off}, func() ([]byte, error) { return s.rebuild(id, off) })
+	return s.cache.Get(plaincache.Key{V: id, Off: off}, func() ([]byte, error) { return s.rebuild(id, off, false) })
+}
+
+// referencePlain returns the plain bytes of the chunk of version id at off
+// for an encode job whose reference is not in the tier, and whether they
+// are the caller's, to give back to bufpool. A chunk in the read cache is
+// shared; one rebuilt here is not cached: a save wants each reference
+// chunk once, and through the read cache it would evict the chunks readers
+// wait for, then be garbage (24 saves of 100 MB against references the
+// tier could not hold allocated 5.8 GB that way, and the collections took
+// a third of the daemon's CPU).
+func (s *Store) referencePlain(id meta.VersionID, off int64) ([]byte, bool, error) {
+	if b, ok := s.cache.Lookup(plaincache.Key{V: id, Off: off}); ok {
+		return b, false, nil
+	}
+	b, err := s.rebuild(id, off, true)
+	return b, err == nil, err
 }
 
 // rebuild decodes one chunk: its encoded bytes from the device, plus, for a
@@ -25,26 +41,29 @@ func (s *Store) chunkPlain(id meta.VersionID, off int64) ([]byte, error) {
 // baseline. The chain is walked first and decoded bottom up in recycled
 // buffers: only the chunk asked for reaches the cache, so a read of a
 // version at depth d does not fill the cache with d chunks nobody will ask
-// for again, evicting the chunks read-ahead rebuilt for the reader.
-func (s *Store) rebuild(id meta.VersionID, off int64) ([]byte, error) {
+// for again, evicting the chunks read-ahead rebuilt for the reader. With
+// pooled the chunk asked for is in a recycled buffer too, the caller's to
+// give back.
+func (s *Store) rebuild(id meta.VersionID, off int64, pooled bool) ([]byte, error) {
 	links, err := s.chainOf(id, off)
 	if err != nil {
 		return nil, err
 	}
 	var ref []byte
 	for i := len(links) - 1; i >= 0; i-- {
+		recycled := i > 0 || pooled
 		var dst []byte
-		if i == 0 {
-			dst = make([]byte, 0, links[i].c.Length) // cached, shared: never recycled
-		} else {
+		if recycled {
 			dst = bufpool.Get(int(links[i].c.Length))[:0]
+		} else {
+			dst = make([]byte, 0, links[i].c.Length) // cached, shared: never recycled
 		}
 		plain, err := s.decodeLink(links[i], ref, dst)
 		if ref != nil {
 			bufpool.Put(ref)
 		}
 		if err != nil {
-			if i > 0 {
+			if recycled {
 				bufpool.Put(dst)
 			}
 			return nil, err

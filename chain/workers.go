@@ -54,13 +54,17 @@ func (s *Store) startWorkers() {
 
 func (s *Store) runJob(j *chunkJob) {
 	var ref []byte
-	taken := false
 	if j.refVer != 0 {
 		r, ok := s.refs.Get(plaincache.Key{V: j.refVer, Off: j.refOff}, j.takeRef)
-		taken = ok && j.takeRef
+		// A reference taken from the tier, or rebuilt for this job,
+		// belongs to this job alone.
+		owned := ok && j.takeRef
 		var err error
 		if !ok {
-			r, err = s.chunkPlain(j.refVer, j.refOff)
+			r, owned, err = s.referencePlain(j.refVer, j.refOff)
+		}
+		if owned {
+			defer bufpool.Put(r)
 		}
 		switch {
 		case err != nil:
@@ -72,10 +76,6 @@ func (s *Store) runJob(j *chunkJob) {
 		default:
 			ref = r
 		}
-	}
-	if taken {
-		// A reference taken from the tier belongs to this job alone.
-		defer bufpool.Put(ref)
 	}
 	enc, err := encode.Encode(bufpool.Get(len(j.plain) + 64)[:0], j.codec, j.dtype, j.plain, ref)
 	if err != nil {

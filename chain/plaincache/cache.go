@@ -79,6 +79,21 @@ func (c *Cache) Get(k Key, load func() ([]byte, error)) ([]byte, error) {
 	return call.val, call.err
 }
 
+// Lookup returns the cached bytes of k, if they are cached, counting a hit
+// or a miss as Get does; it rebuilds nothing and caches nothing.
+func (c *Cache) Lookup(k Key) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[k]
+	if !ok {
+		c.misses++
+		return nil, false
+	}
+	c.lru.MoveToFront(el)
+	c.hits++
+	return el.Value.(*cacheEntry).val, true
+}
+
 func (c *Cache) insertLocked(k Key, v []byte) {
 	if int64(len(v)) > c.max/4 {
 		return // one chunk must not flush the cache
