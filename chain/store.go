@@ -26,18 +26,27 @@ var errCorruptManifest = errors.New("corrupt manifest")
 // (see plaincache.DefaultBytes).
 const DefaultCacheBytes = plaincache.DefaultBytes
 
-// AutoCacheBytes is the memory for plain chunks that follows the machine:
-// an eighth of its RAM, between DefaultCacheBytes and 8 GiB. The reference
-// tier gets 7/8 of it, so that the last save of a checkpoint of several
-// GB is its next save's reference without a rebuild through the delta
-// chain (a plain filesystem's page cache keeps it likewise).
-func AutoCacheBytes() int64 {
-	return min(max(PhysicalMemory()/8, DefaultCacheBytes), 8<<30)
-}
+// MountCacheBytes is the memory for plain chunks a mount gives by default.
+// It does not follow the machine's RAM: a daemon's memory must stay
+// bounded whatever the number and size of the files saved, and the tier a
+// RAM-sized budget kept (7/8 of an eighth of RAM) held every file's last
+// save, up to GBs (24 files of 100 MB rewritten at once took the daemon to
+// 2.6 GB). A save whose reference is not in the tier rebuilds it from the
+// device instead: more CPU, the same bytes stored. --cache-mib gives more.
+const MountCacheBytes = 64 << 20
 
-// workerScratch bounds the memory an encode worker holds at a time: the
-// plain chunk, its reference, the encoded bytes and the coder's scratch.
-const workerScratch = 8 << 20
+// workerScratch is the memory an encode worker holds at a time: one
+// chunk's reference (taken from the tier or rebuilt through its chain),
+// its encoded bytes and the coder's scratch. Chunks are 256 to 512 KiB
+// (policy.DefaultLayout); the plain chunk is its ingest's, counted in
+// unflushedBound.
+const workerScratch = 2 << 20
+
+// budgetedWorkers is the most workers MemoryBudget counts: past a few, more
+// workers share the same pooled buffers (measured: 16 workers held about
+// 15 MB more than 2), and counting each core's would set the heap limit of
+// a many-core machine's daemon above what it needs.
+const budgetedWorkers = 8
 
 // Options configure a Store.
 type Options struct {
@@ -45,9 +54,12 @@ type Options struct {
 	// Layout is used when the store is new; an existing store keeps its own.
 	Layout policy.Layout
 	// CacheBytes bounds the memory for plain chunks: references kept for
-	// the next save of each family, and rebuilt chunks for reads. 0:
-	// DefaultCacheBytes.
+	// the next save of each family (plaincache.TierBytes of it), and
+	// rebuilt chunks for reads. 0: DefaultCacheBytes.
 	CacheBytes int64
+	// ReadsOnly says that nothing will be saved into the store (a
+	// replica): it keeps no reference tier, and reads get all CacheBytes.
+	ReadsOnly bool
 	// Workers encode and decode chunks in parallel. 0: GOMAXPROCS.
 	Workers int
 	// EncodeNice lowers the CPU priority of the threads that encode
@@ -121,7 +133,10 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 		cacheBytes = DefaultCacheBytes
 	}
 	s.cacheBytes = cacheBytes
-	tier := cacheBytes / 8 * plaincache.TierEighths
+	tier := plaincache.TierBytes(cacheBytes)
+	if opts.ReadsOnly {
+		tier = 0
+	}
 	s.refs = plaincache.NewTier(tier)
 	s.cache = plaincache.NewCache(cacheBytes - tier)
 	if err := s.loadLayout(opts.Layout); err != nil {
@@ -342,7 +357,7 @@ const budgetedIngests = 4
 // not flushed). The daemon's soft heap limit is set above it (cmd/ckptfs),
 // so that the collector does not run without end once those fill up.
 func (s *Store) MemoryBudget() int64 {
-	return s.cacheBytes + int64(s.workers)*workerScratch + budgetedIngests*(stagedReadBytes+s.unflushedBound())
+	return s.cacheBytes + int64(min(s.workers, budgetedWorkers))*workerScratch + budgetedIngests*(stagedReadBytes+s.unflushedBound())
 }
 
 // PhysicalMemory is the machine's RAM in bytes (1 GiB if unknown).

@@ -39,14 +39,26 @@ type tierVersion struct {
 const staleAfter = 8
 
 // DefaultBytes is the memory a store gives plain chunks by default.
-// TierEighths of it goes to the reference tier: a reference chunk that
-// is not there is rebuilt through the whole delta chain, at a cost that
-// grows with the chain's depth on every save, while reads only need room
-// for read-ahead and for chunks that concurrent readers share.
-const (
-	DefaultBytes = 128 << 20
-	TierEighths  = 7
-)
+const DefaultBytes = 128 << 20
+
+// minReadBytes is what reads keep of a budget of 4*minReadBytes or more:
+// twice the read-ahead (chain/readahead.go), so that a reader's window
+// and the chunks concurrent readers share stay cached.
+const minReadBytes = 16 << 20
+
+// TierBytes is the share of a budget of total bytes for plain chunks that
+// goes to the reference tier: 7/8, for a reference chunk that is not there
+// is rebuilt through the whole delta chain, at a cost that grows with the
+// chain's depth on every save, while reads only need room for read-ahead
+// and for chunks that concurrent readers share; but never so much that
+// reads keep less than minReadBytes of a budget that has it to spare.
+func TierBytes(total int64) int64 {
+	tier := total / 8 * 7
+	if total >= 4*minReadBytes {
+		tier = min(tier, total-minReadBytes)
+	}
+	return max(tier, 0)
+}
 
 // NewTier makes a tier of at most max bytes.
 func NewTier(max int64) *Tier {

@@ -65,3 +65,21 @@ func TestRefTierCopyAt(t *testing.T) {
 		t.Fatal("copyAt of an absent chunk succeeded")
 	}
 }
+
+func TestTierBytes(t *testing.T) {
+	for _, c := range []struct{ total, tier int64 }{
+		{0, 0},
+		{8 << 20, 7 << 20},       // small budgets (tests) keep the 7/8 split
+		{32 << 20, 28 << 20},     //
+		{64 << 20, 48 << 20},     // the mount's default: reads keep 16 MiB
+		{128 << 20, 112 << 20},   // 7/8 leaves reads 16 MiB already
+		{1536 << 20, 1344 << 20}, //
+	} {
+		if got := TierBytes(c.total); got != c.tier {
+			t.Errorf("TierBytes(%d MiB) = %d MiB, want %d MiB", c.total>>20, got>>20, c.tier>>20)
+		}
+		if c.total >= 64<<20 && c.total-TierBytes(c.total) < 16<<20 {
+			t.Errorf("TierBytes(%d MiB) leaves reads %d MiB", c.total>>20, (c.total-TierBytes(c.total))>>20)
+		}
+	}
+}

@@ -56,7 +56,9 @@ var memLimitFlag *string
 // collector work before garbage doubles the live set (the simulators' maps
 // and the chunk cache dominate it), so memory stays bounded whatever the file
 // size; too low a limit makes the collector run without end, so "auto"
-// follows what the store holds (need, 0 before a store is open).
+// follows what the store holds (need, 0 before a store is open; at least
+// 160 MiB), and a quarter more (at least 64 MiB) for garbage between
+// collections.
 func setMemoryLimit(value string, need int64) error {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return nil
@@ -69,15 +71,21 @@ func setMemoryLimit(value string, need int64) error {
 		debug.SetMemoryLimit(n)
 		return nil
 	}
-	debug.SetMemoryLimit(max(need, 160<<20) + 64<<20)
+	debug.SetMemoryLimit(autoMemoryLimit(need))
 	return nil
+}
+
+// autoMemoryLimit is --memory-limit auto for a store that holds need bytes.
+func autoMemoryLimit(need int64) int64 {
+	need = max(need, 160<<20)
+	return need + max(need/4, 64<<20)
 }
 
 // limitMemoryFor applies an automatic --memory-limit for an open store:
 // what its bounded parts may hold, and a quarter more (at least 64 MiB)
-// for garbage between collections. A limit at what they hold would make
-// the collector run without end once they fill (measured: 55% of the
-// daemon's CPU in the runtime during 1 GB saves).
+// for garbage between collections (autoMemoryLimit). A limit at what they
+// hold would make the collector run without end once they fill (measured:
+// 55% of the daemon's CPU in the runtime during 1 GB saves).
 func limitMemoryFor(ds *storedir.Store, _ int64) {
 	limitMemoryTo(ds.MemoryNeeded() + ds.Store.MemoryBudget())
 }
@@ -87,7 +95,7 @@ func limitMemoryFor(ds *storedir.Store, _ int64) {
 // no simulated SSDs, holds its store's budget alone.
 func limitMemoryTo(need int64) {
 	if memLimitFlag != nil {
-		_ = setMemoryLimit(*memLimitFlag, need+max(need/4, 64<<20))
+		_ = setMemoryLimit(*memLimitFlag, need)
 	}
 }
 

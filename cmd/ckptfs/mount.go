@@ -40,6 +40,7 @@ type mountFlags struct {
 	deviceSize   string
 	syncEvery    time.Duration
 	cpuProfile   string
+	memProfile   string
 	options      string        // -o: generic mount options
 	vfs          []string      // -o's generic options, for fs.Mount
 	source       string        // the mount's source (default: the store)
@@ -150,7 +151,7 @@ lines of type fuse.ckptfs mount too: README.md lists the options.`,
 	fl.StringVar(&f.deviceSize, "device-size", "", "physical size of a new store's simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users access the mount")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
-	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks: the references of the next saves (7/8) and rebuilt chunks for reads, in MiB (default: an eighth of RAM, 128 MiB to 8 GiB)")
+	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks, in MiB: the references of the next saves (7/8, leaving reads at least 16 MiB) and rebuilt chunks for reads; more keeps the last save of larger checkpoints as the next one's reference instead of rebuilding it from the device (default 64)")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns with the bytes in the page cache, in the file's staging file, and the commit follows in the background; fsync waits for it)")
 	fl.BoolVar(&f.noPassthru, "no-passthrough", false, "have the daemon write the staging files of files being saved even where the kernel could serve them itself (FUSE passthrough: Linux 6.9+, root)")
 	fl.IntVar(&f.encodeNice, "encode-nice", chain.DefaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, so that a training that keeps the cores busy runs first (0: the priority of the rest of the daemon)")
@@ -159,6 +160,8 @@ lines of type fuse.ckptfs mount too: README.md lists the options.`,
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon to this file (debugging)")
 	fl.MarkHidden("cpuprofile")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write a heap profile of the daemon to this file at SIGUSR1 and at exit (debugging)")
+	fl.MarkHidden("memprofile")
 	fl.StringVarP(&f.options, "options", "o", "", "generic mount options, comma-separated as mount(8) takes them: ro, rw, noatime, relatime, strictatime, nodev, dev, nosuid, suid, noexec, exec (dev and suid: root only; the default is nosuid,nodev), allow_other")
 	fl.StringVar(&f.source, "source", "", "the mount's source in /proc/mounts, findmnt and df (default: the store directory)")
 	fl.DurationVar(&f.wait, "wait", previousDaemonWait, "how long to wait for the previous daemon of the store, unmounted but still saving it, to finish (a store whose daemon still serves a mount is refused at once)")
@@ -561,10 +564,10 @@ func waitUnlocked(store string, limit time.Duration) error {
 	return nil
 }
 
-// cacheBytes is --cache-mib in bytes; 0 follows the machine's RAM.
+// cacheBytes is --cache-mib in bytes; 0 is the default.
 func cacheBytes(mib int) int64 {
 	if mib <= 0 {
-		return chain.AutoCacheBytes()
+		return chain.MountCacheBytes
 	}
 	return int64(mib) << 20
 }

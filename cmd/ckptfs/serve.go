@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -27,8 +28,8 @@ import (
 // (--remote --read-only). Both are served by one loop, serveStore, on
 // options built in one place (storeOptions, mountOptions): the replica had
 // a loop of its own once, and missed settings the other got (it ignored
-// the automatic --cache-mib, and the automatic --memory-limit that makes
-// room for the cache).
+// --cache-mib, and the automatic --memory-limit that makes room for the
+// cache).
 
 // mountedStore is a store opened for a mount, with the file system on it.
 type mountedStore struct {
@@ -51,6 +52,9 @@ func serve(mp string, f mountFlags, pol policy.Policy) (served bool, err error) 
 			return false, err
 		}
 		defer stop()
+	}
+	if f.memProfile != "" {
+		defer startMemProfile(f.memProfile)()
 	}
 	report := readyReporter(f.readyFD)
 	var m *mountedStore
@@ -86,6 +90,47 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); pf.Close() }, nil
 }
 
+// startMemProfile writes a heap profile to path at each SIGUSR1 and when
+// stop is called: the heap of a daemon in the middle of a save, on demand.
+func startMemProfile(path string) (stop func()) {
+	write := func() {
+		if err := writeHeapProfile(path); err != nil {
+			logrus.WithError(err).Warn("memprofile")
+		}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sig:
+				write()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(done)
+		write()
+	}
+}
+
+func writeHeapProfile(path string) error {
+	pf, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC() // the profile shows the heap as of the last collection
+	if err := pprof.WriteHeapProfile(pf); err != nil {
+		pf.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return pf.Close()
+}
+
 // readyReporter returns the function that tells the process that started
 // the daemon (--ready-fd) whether the mount is up: "ok" or the error, once;
 // it returns the error it was given. Without a ready descriptor it only
@@ -111,9 +156,10 @@ func readyReporter(fd int) func(error) error {
 
 // storeOptions are the store's options for a mount, read-write or replica.
 // The encoders' priority is the read-write mount's alone (openStoreMount):
-// a replica encodes nothing, and its workers decode for its readers.
+// a replica encodes nothing, and its workers decode for its readers, which
+// get its whole cache (no save will want a reference tier).
 func storeOptions(f mountFlags, pol policy.Policy) chain.Options {
-	return chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB)}
+	return chain.Options{Policy: pol, CacheBytes: cacheBytes(f.cacheMiB), ReadsOnly: f.remote.readOnly}
 }
 
 // mountOptions are the FUSE options of a mount, read-write or replica.
@@ -193,8 +239,8 @@ func replicaMount(f mountFlags, pol policy.Policy, b bucket.Bucket) (*mountedSto
 	if err != nil {
 		return nil, err
 	}
-	// Its cache follows the machine as the read-write mount's does, and
-	// so must the heap limit that leaves room for it.
+	// Its cache follows --cache-mib as the read-write mount's does, and so
+	// must the heap limit that leaves room for it.
 	limitMemoryTo(rep.Store.MemoryBudget())
 	fsys := fs.New(rep.Store)
 	fsys.Stats = func() ([]byte, error) {

@@ -35,14 +35,18 @@ func parsedMountFlags(t *testing.T, store string, args ...string) (mountFlags, p
 }
 
 // TestStoreOptionsBothMounts: the read-write mount and the replica get
-// the same store and FUSE options from the flags, the automatic cache
-// size included.
+// the same store and FUSE options from the flags, the default cache size
+// included; the replica's store is told it will only be read.
 func TestStoreOptionsBothMounts(t *testing.T) {
 	for _, readOnly := range []bool{false, true} {
 		var f mountFlags
 		f.remote.readOnly, f.allowOther, f.noPassthru = readOnly, true, true
-		if got := storeOptions(f, policy.Default()).CacheBytes; got != chain.AutoCacheBytes() {
-			t.Errorf("read-only %v: cache %d bytes without --cache-mib, want the automatic %d", readOnly, got, chain.AutoCacheBytes())
+		o := storeOptions(f, policy.Default())
+		if o.CacheBytes != chain.MountCacheBytes {
+			t.Errorf("read-only %v: cache %d bytes without --cache-mib, want the default %d", readOnly, o.CacheBytes, chain.MountCacheBytes)
+		}
+		if o.ReadsOnly != readOnly {
+			t.Errorf("read-only %v: store options say reads only: %v", readOnly, o.ReadsOnly)
 		}
 		f.cacheMiB = 64
 		if got := storeOptions(f, policy.Default()).CacheBytes; got != 64<<20 {
@@ -54,11 +58,10 @@ func TestStoreOptionsBothMounts(t *testing.T) {
 	}
 }
 
-// TestReplicaGetsAutomaticCache: a replica opened as a --read-only mount
-// opens it follows --cache-mib, whose default is an eighth of RAM (it
-// used to get the store's fixed default, 128 MiB, instead; on a machine
-// with 1 GiB of RAM or less the two are the same and the test cannot tell).
-func TestReplicaGetsAutomaticCache(t *testing.T) {
+// TestReplicaGetsMountCache: a replica opened as a --read-only mount
+// opens it follows --cache-mib and its default, as the read-write mount
+// does (it used to get the store's fixed default, 128 MiB, instead).
+func TestReplicaGetsMountCache(t *testing.T) {
 	b := pushedEmptyStore(t)
 	budget := func(cacheMiB int) int64 {
 		f := mountFlags{store: t.TempDir(), cacheMiB: cacheMiB}
@@ -71,15 +74,15 @@ func TestReplicaGetsAutomaticCache(t *testing.T) {
 		return rep.Store.MemoryBudget()
 	}
 	// The budgets differ by the caches alone.
-	if got, want := budget(0)-budget(1), chain.AutoCacheBytes()-1<<20; got != want {
-		t.Fatalf("replica without --cache-mib holds %d bytes more than with 1 MiB, want %d (the automatic size)", got, want)
+	if got, want := budget(0)-budget(1), int64(chain.MountCacheBytes-1<<20); got != want {
+		t.Fatalf("replica without --cache-mib holds %d bytes more than with 1 MiB, want %d (the default)", got, want)
 	}
 }
 
 // TestReplicaMemoryLimit: the automatic --memory-limit of a replica mount
 // makes room for its cache, as a read-write mount's does (the replica
-// kept the limit set before any store was open, far under an automatic
-// cache).
+// kept the limit set before any store was open, far under a large
+// --cache-mib).
 func TestReplicaMemoryLimit(t *testing.T) {
 	b := pushedEmptyStore(t)
 	t.Setenv("GOMEMLIMIT", "")
@@ -90,15 +93,15 @@ func TestReplicaMemoryLimit(t *testing.T) {
 	if err := setMemoryLimit(auto, 0); err != nil {
 		t.Fatal(err)
 	}
-	f := mountFlags{store: t.TempDir()}
+	f := mountFlags{store: t.TempDir(), cacheMiB: 2048}
 	f.remote.readOnly = true
 	m, err := replicaMount(f, policy.Default(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.close()
-	if limit := debug.SetMemoryLimit(-1); limit < chain.AutoCacheBytes() {
-		t.Fatalf("replica mount's heap limit %d bytes, under its automatic cache of %d", limit, chain.AutoCacheBytes())
+	if limit := debug.SetMemoryLimit(-1); limit < 2048<<20 {
+		t.Fatalf("replica mount's heap limit %d bytes, under its cache of 2 GiB", limit)
 	}
 }
 
@@ -215,5 +218,28 @@ func TestPolicyLine(t *testing.T) {
 	r := &chain.Summary{Codec: "planes", Scheme: "chain", SnapDis: "5"}
 	if got := policyLine(r); got != "codec planes, scheme chain, snap-dis 5" {
 		t.Fatalf("policy line %q", got)
+	}
+}
+
+// TestAutoMemoryLimit: --memory-limit auto is what the store holds and a
+// quarter more (at least 64 MiB), once: the slack was added twice, which
+// put a default mount's limit at 357 MiB where 293 MiB was meant.
+func TestAutoMemoryLimit(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	auto := "auto"
+	defer func(was *string) { memLimitFlag = was }(memLimitFlag)
+	memLimitFlag = &auto
+	for _, c := range []struct{ need, limit int64 }{
+		{0, 224 << 20},         // no store open yet: 160 MiB and 64
+		{229 << 20, 293 << 20}, // a default mount on 2 cores
+		{1 << 30, 1280 << 20},  // a quarter more
+		{100 << 20, 224 << 20}, // at least 160 MiB
+		{256 << 20, 320 << 20}, // the slack at least 64 MiB
+	} {
+		limitMemoryTo(c.need)
+		if got := debug.SetMemoryLimit(-1); got != c.limit {
+			t.Errorf("need %d MiB: limit %d MiB, want %d MiB", c.need>>20, got>>20, c.limit>>20)
+		}
 	}
 }

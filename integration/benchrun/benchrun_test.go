@@ -8,8 +8,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/ckptfs/ckptfs/chain"
 )
 
 const reportOutput = `=== RUN   TestReportRatios
@@ -300,15 +298,16 @@ func TestRenderPartial(t *testing.T) {
 	}
 }
 
-// The reference tier the document states is the measured machine's, from
-// its memory in the results; autoCacheBytes must stay chain's formula.
-func TestAutoCacheBytes(t *testing.T) {
-	if got, want := autoCacheBytes(chain.PhysicalMemory()), chain.AutoCacheBytes(); got != want {
-		t.Errorf("autoCacheBytes(PhysicalMemory) = %d, chain.AutoCacheBytes() = %d", got, want)
+// The reference tier the document states is the one a section recorded;
+// results recorded before sections did get the default of their time,
+// from the measured machine's memory.
+func TestRefTierMiB(t *testing.T) {
+	if got := refTierMiB(24<<30, mountRefTierMiB()); got != 48 {
+		t.Errorf("recorded default tier: %d MiB, want 48", got)
 	}
-	for _, mem := range []int64{1 << 30, 24 << 30, 1 << 40} {
-		if got := refTierMiB(mem); got != autoCacheBytes(mem)/8*7>>20 {
-			t.Errorf("refTierMiB(%d) = %d", mem, got)
+	for _, c := range []struct{ mem, tier int64 }{{1 << 30, 112}, {24 << 30, 2688}, {1 << 40, 7168}} {
+		if got := refTierMiB(c.mem, 0); got != c.tier {
+			t.Errorf("refTierMiB(%d GiB, unrecorded) = %d MiB, want %d", c.mem>>30, got, c.tier)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"text/template"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/plaincache"
 	"github.com/ckptfs/ckptfs/encode"
 )
 
@@ -47,7 +48,7 @@ func executeDoc(t *template.Template, r *Results) (string, error) {
 	return b.String(), nil
 }
 
-// docFuncs are the template's functions; refTierMiB is r's machine's.
+// docFuncs are the template's functions; refTierMiB knows r's machine.
 func docFuncs(r *Results) template.FuncMap {
 	return template.FuncMap{
 		// Numbers as text.
@@ -84,7 +85,7 @@ func docFuncs(r *Results) template.FuncMap {
 		"scaleMountFlags": func() string { return strings.Join(scaleMountFlags, " ") },
 		"save1gTargets":   func() []string { return save1gTargets },
 		"figSeries":       func() []string { return append(append([]string{}, seriesSets...), "adam-stream") },
-		"refTierMiB":      func() int64 { return refTierMiB(r.Machine.MemTotal) },
+		"refTierMiB":      func(recorded int64) int64 { return refTierMiB(r.Machine.MemTotal, recorded) },
 		// Tables' rows and derived figures.
 		"list":                func(s ...string) []string { return s },
 		"named":               func(name string, v any) namedRow { return namedRow{name, v} },
@@ -148,21 +149,19 @@ func seriesName(set string) string {
 	return set
 }
 
-// refTierMiB is the daemon's reference tier by default (7/8 of
-// chain.AutoCacheBytes) on the machine that was measured, whose memory is
-// memTotal; on this machine where that is unknown.
-func refTierMiB(memTotal int64) int64 {
-	cache := chain.AutoCacheBytes()
-	if memTotal > 0 {
-		cache = autoCacheBytes(memTotal)
-	}
-	return cache / 8 * 7 >> 20
-}
+// mountRefTierMiB is the reference tier of a mount with the default
+// --cache-mib, as a section records it.
+func mountRefTierMiB() int64 { return plaincache.TierBytes(chain.MountCacheBytes) >> 20 }
 
-// autoCacheBytes is chain.AutoCacheBytes on a machine with mem bytes of
-// memory (TestAutoCacheBytes keeps the two together).
-func autoCacheBytes(mem int64) int64 {
-	return min(max(mem/8, chain.DefaultCacheBytes), 8<<30)
+// refTierMiB is the reference tier a section ran with: the one it
+// recorded, or for results recorded before sections did, the default of
+// their time (7/8 of an eighth of the measured machine's memory, memTotal,
+// between 128 MiB and 8 GiB).
+func refTierMiB(memTotal, recorded int64) int64 {
+	if recorded > 0 {
+		return recorded
+	}
+	return min(max(memTotal/8, 128<<20), 8<<30) / 8 * 7 >> 20
 }
 
 // namedRow is a table row's label and its figures.

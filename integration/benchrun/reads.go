@@ -34,7 +34,7 @@ func runReadsSection(b *bench) error {
 	if _, err := os.Stat(py); err != nil {
 		return fmt.Errorf("python with torch and safetensors: %w (set CKPTFS_READS_PYTHON)", err)
 	}
-	sec := &Reads{Python: py, ReadAheadKiB: fs.ReadAheadKiB}
+	sec := &Reads{Python: py, ReadAheadKiB: fs.ReadAheadKiB, RefTierMiB: mountRefTierMiB()}
 	got, cmd, hwm, err := b.benchReads("reads", nil, "--reps", strconv.Itoa(b.reps), "--depth-reps", "0")
 	if err != nil {
 		return err

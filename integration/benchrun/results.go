@@ -185,6 +185,7 @@ type TorchIO struct {
 	Identical       bool                `json:"identical"`
 	StoreRatio      float64             `json:"written_volume_ratio"` // of the mount after the run
 	DaemonHWM       int64               `json:"daemon_peak_rss_bytes"`
+	RefTierMiB      int64               `json:"reference_tier_mib,omitempty"` // the mount's default; 0: recorded before it was
 }
 
 // SeqIO is sequential write and read through ckptfs, go-fuse loopback
@@ -292,6 +293,7 @@ type Reads struct {
 	DepthCommand       string              `json:"depth_command"`
 	Python             string              `json:"python"`
 	ReadAheadKiB       int                 `json:"kernel_read_ahead_kib"`
+	RefTierMiB         int64               `json:"reference_tier_mib,omitempty"` // as TorchIO's
 	CheckpointBytes    int64               `json:"checkpoint_bytes"`
 	SafetensorsBytes   int64               `json:"safetensors_bytes"`
 	Deepest            int                 `json:"deepest_chain_depth"` // of the .pt files the ops read

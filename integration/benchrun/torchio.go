@@ -36,7 +36,7 @@ func runTorchIOSection(b *bench) error {
 	args := []string{filepath.Join(b.root, "integration/py/bench_torchio.py"), "--mount", d.mnt, "--store", d.store,
 		"--plain", filepath.Join(base, "plain"), "--plain2", filepath.Join(base, "plain2"),
 		"--outdir", filepath.Join(base, "out"), "--fuse", lb.mnt, "--reps", strconv.Itoa(b.reps)}
-	sec := &TorchIO{Command: b.display(append([]string{b.python}, args...)...)}
+	sec := &TorchIO{Command: b.display(append([]string{b.python}, args...)...), RefTierMiB: mountRefTierMiB()}
 	logf("torch.save/load/cp, %d repetitions", b.reps)
 	out, err := b.output(nil, b.python, args...)
 	if err != nil {
