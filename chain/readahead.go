@@ -9,9 +9,10 @@ import (
 
 // readAheadBytes is how far past their furthest reads all streaming readers
 // together have chunks rebuilt ahead, by up to Options.Workers goroutines
-// per reader. The rebuilt chunks wait in the read cache (1/8 of the store's
-// plain-chunk memory, 16 MiB by default), so the windows must leave room in
-// it: chunks evicted before they are read would be rebuilt twice.
+// per reader. The rebuilt chunks wait in the read cache (what
+// plaincache.TierBytes leaves of the store's plain-chunk memory, 16 MiB by
+// default), so the windows must leave room in it: chunks evicted before
+// they are read would be rebuilt twice.
 var readAheadBytes int64 = 8 << 20
 
 // readingAhead counts the readers whose read-ahead is running: they share
