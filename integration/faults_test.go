@@ -37,15 +37,8 @@ func seededNpy(seed int, vals []float32) []byte {
 
 // npyFloat32 is a .npy file of vals; extra goes into the header's dict.
 func npyFloat32(vals []float32, extra string) []byte {
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), %s}", len(vals), extra)
-	for (10+len(header)+1)%64 != 0 {
-		header += " "
-	}
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(header)+1))
-	b.WriteString(header + "\n")
-	binary.Write(&b, binary.LittleEndian, vals)
+	b := bytes.NewBuffer(npyHeader(int64(len(vals)), extra))
+	binary.Write(b, binary.LittleEndian, vals)
 	return b.Bytes()
 }
 

@@ -35,7 +35,7 @@ func bigCheckpoint(t *testing.T, dir string, size int64) string {
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
 	n := (size - 128) / 4
-	w.Write(npyHeader(n))
+	w.Write(npyHeader(n, ""))
 	var b [4]byte
 	x := uint32(1)
 	for i := int64(0); i < n; i++ {
@@ -50,9 +50,10 @@ func bigCheckpoint(t *testing.T, dir string, size int64) string {
 	return path
 }
 
-// npyHeader is the header of an .npy file of n float32 values.
-func npyHeader(n int64) []byte {
-	h := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", n)
+// npyHeader is the header of an .npy file of n float32 values; extra goes
+// into the header's dict.
+func npyHeader(n int64, extra string) []byte {
+	h := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), %s}", n, extra)
 	for (10+len(h)+1)%64 != 0 {
 		h += " "
 	}
@@ -206,7 +207,7 @@ func TestDaemonMemoryManyWriters(t *testing.T) {
 
 func manyWritersInPlace(t *testing.T, m *mount) {
 	const files, size = 24, 100 << 20
-	hdr := npyHeader((size - 128) / 4)
+	hdr := npyHeader((size-128)/4, "")
 	base := make([]byte, size)
 	copy(base, hdr)
 	rng := rand.New(rand.NewSource(24))
