@@ -72,7 +72,7 @@ func (n *Node) openHandle(flags uint32, fresh bool) (*handle, syscall.Errno) {
 			of.dirty = false // an empty file is what the inode holds already
 		}
 	}
-	h.sf, h.pt = n.chooseMode(of, w)
+	h.sf, h.pt = n.chooseMode(of, w, flags&syscall.O_DIRECT != 0)
 	of.mu.Unlock()
 	return h, 0
 }

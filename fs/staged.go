@@ -296,12 +296,19 @@ func (n *Node) copyCommitted(sf *stagedFile) syscall.Errno {
 // chooseMode decides whether a new handle of the inode is a passthrough
 // handle, and counts it. Call with of.mu held, after stageForWrite for a
 // writer.
-func (n *Node) chooseMode(of *openFile, writable bool) (*stagedFile, bool) {
+//
+// An O_DIRECT open is served by the daemon unless passthrough handles of
+// the inode are open (which every open must then join): the kernel opens a
+// handle's backing file with the flags of its open, and fcntl(F_SETFL) of
+// the handle does not reach it, so the unaligned last block that dd
+// oflag=direct (and writers like it) write after clearing O_DIRECT would
+// fail with EINVAL where a plain filesystem takes it.
+func (n *Node) chooseMode(of *openFile, writable, direct bool) (*stagedFile, bool) {
 	f := n.fsys
 	if !writable {
 		n.readerOpened(of) // before Open decides whether the kernel keeps its cache
 	}
-	if !f.PassthroughOn() || of.cached > 0 {
+	if !f.PassthroughOn() || of.cached > 0 || direct && of.passthrough == 0 {
 		of.cached++
 		return nil, false
 	}
