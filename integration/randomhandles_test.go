@@ -13,7 +13,7 @@ import (
 // TestRandomHandles is TestRandomOps with handles that stay open: a seeded
 // random sequence of opens (every access mode, O_TRUNC, O_APPEND), writes,
 // reads, truncates, fsyncs and writes through shared mappings on those
-// handles, interleaved with renames, unlinks and links of the names they
+// handles, interleaved with renames, unlinks, links and truncates of the names they
 // were opened by, run against the mount and a plain directory side by
 // side. Every result (bytes, sizes, errors) must match the plain
 // directory's: readers opened before a writer see its bytes, two writers
@@ -182,10 +182,14 @@ func randomHandles(t *testing.T, m *mount, plain string, seed int64, steps int) 
 			desc = fmt.Sprintf("rename %s %s", name, to)
 			errM = os.Rename(filepath.Join(m.dir, name), filepath.Join(m.dir, to))
 			errP = os.Rename(filepath.Join(plain, name), filepath.Join(plain, to))
-		case op < 93:
+		case op < 92:
 			name := pick()
 			desc = "unlink " + name
 			errM, errP = os.Remove(filepath.Join(m.dir, name)), os.Remove(filepath.Join(plain, name))
+		case op < 94:
+			name, size := pick(), int64(rng.Intn(400_000))
+			desc = fmt.Sprintf("truncate %s %d", name, size)
+			errM, errP = os.Truncate(filepath.Join(m.dir, name), size), os.Truncate(filepath.Join(plain, name), size)
 		case op < 96:
 			name, to := pick(), pick()
 			desc = fmt.Sprintf("link %s %s", name, to)
