@@ -63,6 +63,9 @@ func (s *Store) OpenVersion(id meta.VersionID) (*Reader, error) {
 // (replay's restore).
 func (r *Reader) SkipTier() { r.noTier = true }
 
+// Version is the version the reader reads.
+func (r *Reader) Version() meta.VersionID { return r.id }
+
 // Size is the version's length in bytes.
 func (r *Reader) Size() int64 { return r.size }
 

@@ -117,19 +117,29 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 }
 
 // committedReader is the handle's reader of the inode's committed
-// version, opened on first use.
+// version: the one the inode's handles share, unless a commit has changed
+// the version since it was opened (a reader kept across a rewrite served
+// the old version, still in the store as the new one's reference).
 func (h *handle) committedReader() (*chain.Reader, syscall.Errno) {
 	of := h.of
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	if of.reader == nil {
-		in, err := h.n.fsys.store.Inode(h.n.ino)
-		if err == nil {
-			of.reader, err = h.n.fsys.store.OpenVersion(in.Version)
-		}
+	return h.n.currentReader(of)
+}
+
+// currentReader returns of.reader, reopened on the inode's committed
+// version if it reads another one. Call with of.mu held.
+func (n *Node) currentReader(of *openFile) (*chain.Reader, syscall.Errno) {
+	in, err := n.fsys.store.Inode(n.ino)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	if of.reader == nil || of.reader.Version() != in.Version {
+		r, err := n.fsys.store.OpenVersion(in.Version)
 		if err != nil {
 			return nil, toErrno(err)
 		}
+		of.reader = r
 	}
 	return of.reader, 0
 }
@@ -300,19 +310,11 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 	of := h.of
 	of.mu.Lock()
 	of.waitCommit()
-	r := of.reader
-	if r == nil {
-		in, err := h.n.fsys.store.Inode(h.n.ino)
-		if err == nil {
-			r, err = h.n.fsys.store.OpenVersion(in.Version)
-		}
-		if err != nil {
-			of.mu.Unlock()
-			return 0, toErrno(err)
-		}
-		of.reader = r
-	}
+	r, errno := h.n.currentReader(of)
 	of.mu.Unlock()
+	if errno != 0 {
+		return 0, errno
+	}
 	if int64(off) >= r.Size() {
 		return 0, syscall.ENXIO
 	}
