@@ -273,10 +273,12 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Release runs when the last descriptor of the handle is gone.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	h.of.mu.Lock()
-	h.n.dropMode(h.of, h.pt)
-	h.of.mu.Unlock()
-	h.n.release(h.of, writable(h.flags))
+	h.n.fsys.releases.afterRelease(ctx, func() { // releaseorder.go
+		h.of.mu.Lock()
+		h.n.dropMode(h.of, h.pt)
+		h.of.mu.Unlock()
+		h.n.release(h.of, writable(h.flags))
+	})
 	return 0
 }
 

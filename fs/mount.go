@@ -79,8 +79,13 @@ func Mount(mountpoint string, f *FS, opts MountOptions) (*fuse.Server, error) {
 	}
 	o.AllowOther = opts.AllowOther
 	o.Debug = opts.Debug
-	server, err := gofs.Mount(mountpoint, f.Root(), o)
+	f.releases = &releaseOrder{RawFileSystem: gofs.NewNodeFS(f.Root(), o)}
+	server, err := fuse.NewServer(f.releases, mountpoint, &o.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
 		return nil, fmt.Errorf("mount %s: %w", mountpoint, err)
 	}
 	if !opts.ReadOnly {

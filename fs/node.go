@@ -43,6 +43,7 @@ type FS struct {
 	stagingOnce sync.Once
 	stagingErr  error
 	passthrough atomic.Bool
+	releases    *releaseOrder // set by Mount
 	backingMu   sync.Mutex
 	backings    map[chain.Ino]*backing
 	heldMu      sync.Mutex
