@@ -114,7 +114,7 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 // its staging file in the background; an unlinked inode the kernel has also
 // forgotten is freed.
 func (n *Node) release(of *openFile, writable bool) {
-	if n.fsys.open.release(n.ino, writable, n.startCommit) {
+	if n.fsys.open.release(n.ino, of, writable, n.startCommit) {
 		n.fsys.forget(n.ino)
 	}
 }

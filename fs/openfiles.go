@@ -118,31 +118,42 @@ func (t *openTable) acquire(ino chain.Ino) *openFile {
 	return of
 }
 
-// release drops a handle. When it was the last handle open for writing,
-// lastWriter runs (with of.mu held: it starts the commit), told how many
-// handles stay open; when it was
-// the inode's last, the shared state leaves the table, so a concurrent
-// open finds either the staged content or the committed one, never a gap.
-// It reports whether the inode is now unused (no handles, not referenced by
-// the kernel).
-func (t *openTable) release(ino chain.Ino, writable bool, lastWriter func(of *openFile, others int)) bool {
+// release drops a handle of of, the state of ino. When it was the last
+// handle open for writing, lastWriter runs (with of.mu held), told how many
+// handles stay open, and reports whether it started a commit, which then
+// holds the state (and the inode) until it lands, as a handle would: the
+// hold is counted with this release, under the same lock, so the state
+// never leaves the table between the two, where a concurrent open would
+// make a second one for the inode. When it was the inode's last handle, the
+// state leaves the table, so a concurrent open finds either the staged
+// content or the committed one, never a gap. It reports whether the inode
+// is now unused (no handles, not referenced by the kernel).
+func (t *openTable) release(ino chain.Ino, of *openFile, writable bool, lastWriter func(of *openFile, others int) bool) bool {
 	t.mu.Lock()
-	of := t.files[ino]
-	if of == nil {
-		t.mu.Unlock()
-		return !t.known[ino]
-	}
 	of.handles--
 	if writable {
 		of.writable--
 	}
 	wroteLast := writable && of.writable == 0
-	others := of.handles
+	if wroteLast {
+		of.handles++ // the commit's hold, if lastWriter starts one
+	}
 	t.mu.Unlock()
 	if wroteLast {
 		of.mu.Lock()
-		lastWriter(of, others)
+		// A writer that opened since the count above shares the staging
+		// file (it took of.mu first and found it open): its release
+		// commits, as this one would have committed under it.
+		t.mu.Lock()
+		last, others := of.writable == 0, of.handles-1
+		t.mu.Unlock()
+		held := last && lastWriter(of, others)
 		of.mu.Unlock()
+		if !held {
+			t.mu.Lock()
+			of.handles--
+			t.mu.Unlock()
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -151,15 +162,6 @@ func (t *openTable) release(ino chain.Ino, writable bool, lastWriter func(of *op
 	}
 	delete(t.files, ino)
 	return !t.known[ino]
-}
-
-// hold counts one more handle on of, the state of ino (a background commit
-// holds one, so that the state and the inode outlive the last close).
-func (t *openTable) hold(ino chain.Ino, of *openFile) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	of.handles++
-	t.files[ino] = of
 }
 
 // get returns the inode's shared state, or nil if it has no open handles.

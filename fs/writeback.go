@@ -185,8 +185,16 @@ func (n *Node) beginCommit(of *openFile) {
 // startCommit runs at the release of the inode's last writer: the staging
 // file is committed in the background, or retired if there is nothing to
 // commit (never written, or its file was unlinked and no handle is left to
-// read it). Call with of.mu held.
-func (n *Node) startCommit(of *openFile, others int) {
+// read it). It reports whether it started a commit, which then holds the
+// inode's state until it lands (openTable.release). Call with of.mu held.
+func (n *Node) startCommit(of *openFile, others int) bool {
+	if of.pending != nil {
+		// Another writer's release, between this one's count and its
+		// turn, started the commit of the same staging file; a writer
+		// opened since waits for it (stageForWrite), so nothing is left
+		// uncommitted.
+		return false
+	}
 	sf := of.stage
 	bc := of.begun
 	of.begun = nil
@@ -194,7 +202,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 		if bc != nil {
 			n.fsys.encoding.abort(bc)
 		}
-		return
+		return false
 	}
 	f := n.fsys
 	in, err := f.store.Inode(n.ino)
@@ -205,7 +213,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 		of.setStage(nil, n.fsys)
 		of.dirty = false
 		f.retire(n.ino, sf)
-		return
+		return false
 	}
 	sf.noteClosed()
 	if err := sf.Mark(staging.Closed); err != nil {
@@ -218,7 +226,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 			of.setStage(nil, n.fsys)
 			of.dirty = false
 			f.retire(n.ino, sf)
-			return
+			return false
 		}
 		of.begun = nil
 	}
@@ -226,7 +234,6 @@ func (n *Node) startCommit(of *openFile, others int) {
 	pc := &pendingCommit{done: make(chan struct{})}
 	of.pending = pc
 	passthrough := of.passthrough > 0
-	f.open.hold(n.ino, of) // the inode lives until the commit lands
 	f.commits.add(1)
 	if f.stagedBytes.Add(size) > f.dirtyLimit {
 		f.chargeStaged(sf) // past the background limit: the host writes back
@@ -278,6 +285,7 @@ func (n *Node) startCommit(of *openFile, others int) {
 		n.release(of, false)
 		f.commits.add(-1)
 	}()
+	return true
 }
 
 // waitCommit waits for the background commit of of, if any. Call with
