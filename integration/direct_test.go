@@ -25,97 +25,92 @@ func TestDirectWrites(t *testing.T) {
 	data := make([]byte, 30*block+716_928)
 	rand.New(rand.NewSource(7)).Read(data)
 	aligned := alignedBuffer(t, block)
-	for _, mode := range []struct {
-		name  string
-		flags []string
-	}{{"passthrough", nil}, {"daemon-written", []string{"--no-passthrough"}}} {
-		t.Run(mode.name, func(t *testing.T) {
-			m := newMount(t, mode.flags...)
-			full := len(data) / block * block
+	inEachSaveMode(t, func(t *testing.T, flags ...string) {
+		m := newMount(t, flags...)
+		full := len(data) / block * block
 
-			// dd oflag=direct.
-			path := filepath.Join(m.dir, "dd.pt")
-			f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_DIRECT, 0o644)
-			if err != nil {
-				t.Fatal(err)
+		// dd oflag=direct.
+		path := filepath.Join(m.dir, "dd.pt")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_DIRECT, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < full; off += block {
+			copy(aligned, data[off:off+block])
+			if _, err := f.Write(aligned); err != nil {
+				t.Fatalf("O_DIRECT write at %d: %v", off, err)
 			}
-			for off := 0; off < full; off += block {
-				copy(aligned, data[off:off+block])
-				if _, err := f.Write(aligned); err != nil {
-					t.Fatalf("O_DIRECT write at %d: %v", off, err)
-				}
-			}
-			fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFL, fl&^unix.O_DIRECT); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := f.Write(data[full:]); err != nil {
-				t.Fatalf("the unaligned last block after clearing O_DIRECT: %v", err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			checkContent(t, path, data)
+		}
+		fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFL, fl&^unix.O_DIRECT); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data[full:]); err != nil {
+			t.Fatalf("the unaligned last block after clearing O_DIRECT: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		checkContent(t, path, data)
 
-			// An O_DIRECT descriptor for the aligned part, a buffered one for the tail.
-			path = filepath.Join(m.dir, "two.pt")
-			d, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_DIRECT, 0o644)
-			if err != nil {
-				t.Fatal(err)
+		// An O_DIRECT descriptor for the aligned part, a buffered one for the tail.
+		path = filepath.Join(m.dir, "two.pt")
+		d, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_DIRECT, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.WriteAt(data[full:], int64(full)); err != nil {
+			t.Fatal(err)
+		}
+		for off := 0; off < full; off += block {
+			copy(aligned, data[off:off+block])
+			if _, err := d.WriteAt(aligned, int64(off)); err != nil {
+				t.Fatalf("O_DIRECT write at %d beside a buffered handle: %v", off, err)
 			}
-			b, err := os.OpenFile(path, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.WriteAt(data[full:], int64(full)); err != nil {
-				t.Fatal(err)
-			}
-			for off := 0; off < full; off += block {
-				copy(aligned, data[off:off+block])
-				if _, err := d.WriteAt(aligned, int64(off)); err != nil {
-					t.Fatalf("O_DIRECT write at %d beside a buffered handle: %v", off, err)
-				}
-			}
-			if err := errors.Join(d.Close(), b.Close()); err != nil {
-				t.Fatal(err)
-			}
-			checkContent(t, path, data)
+		}
+		if err := errors.Join(d.Close(), b.Close()); err != nil {
+			t.Fatal(err)
+		}
+		checkContent(t, path, data)
 
-			// A buffered writer first, then an O_DIRECT one (aligned writes).
-			path = filepath.Join(m.dir, "join.pt")
-			b, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err != nil {
-				t.Fatal(err)
+		// A buffered writer first, then an O_DIRECT one (aligned writes).
+		path = filepath.Join(m.dir, "join.pt")
+		b, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.WriteAt(data[full:], int64(full)); err != nil {
+			t.Fatal(err)
+		}
+		d, err = os.OpenFile(path, os.O_WRONLY|syscall.O_DIRECT, 0)
+		if err != nil {
+			t.Fatalf("O_DIRECT open beside a buffered writer: %v", err)
+		}
+		for off := 0; off < full; off += block {
+			copy(aligned, data[off:off+block])
+			if _, err := d.WriteAt(aligned, int64(off)); err != nil {
+				t.Fatalf("O_DIRECT write at %d: %v", off, err)
 			}
-			if _, err := b.WriteAt(data[full:], int64(full)); err != nil {
-				t.Fatal(err)
-			}
-			d, err = os.OpenFile(path, os.O_WRONLY|syscall.O_DIRECT, 0)
-			if err != nil {
-				t.Fatalf("O_DIRECT open beside a buffered writer: %v", err)
-			}
-			for off := 0; off < full; off += block {
-				copy(aligned, data[off:off+block])
-				if _, err := d.WriteAt(aligned, int64(off)); err != nil {
-					t.Fatalf("O_DIRECT write at %d: %v", off, err)
-				}
-			}
-			if err := errors.Join(d.Close(), b.Close()); err != nil {
-				t.Fatal(err)
-			}
-			checkContent(t, path, data)
+		}
+		if err := errors.Join(d.Close(), b.Close()); err != nil {
+			t.Fatal(err)
+		}
+		checkContent(t, path, data)
 
-			m.restart()
-			for _, name := range []string{"dd.pt", "two.pt", "join.pt"} {
-				checkContent(t, filepath.Join(m.dir, name), data)
-			}
-			m.stop()
-			fsck(t, m.store)
-		})
-	}
+		m.restart()
+		for _, name := range []string{"dd.pt", "two.pt", "join.pt"} {
+			checkContent(t, filepath.Join(m.dir, name), data)
+		}
+		m.stop()
+		fsck(t, m.store)
+	})
 }
 
 // alignedBuffer is n bytes at a page boundary, as O_DIRECT wants.

@@ -341,3 +341,11 @@ func (m *mount) kill9() {
 	exec.Command("umount", "-l", m.dir).Run()
 	exec.Command("fusermount3", "-u", "-z", m.dir).Run()
 }
+
+// inEachSaveMode runs f as a subtest per save mode, with the mount flags
+// that select it: passthrough (the default where the kernel allows it) and
+// daemon-written.
+func inEachSaveMode(t *testing.T, f func(t *testing.T, flags ...string)) {
+	t.Run("passthrough", func(t *testing.T) { f(t) })
+	t.Run("daemon-written", func(t *testing.T) { f(t, "--no-passthrough") })
+}

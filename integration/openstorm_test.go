@@ -33,85 +33,80 @@ func TestOpenReleaseStorm(t *testing.T) {
 	if full() {
 		run = 30 * time.Second
 	}
-	for _, mode := range []struct {
-		name  string
-		flags []string
-	}{{"passthrough", nil}, {"daemon-written", []string{"--no-passthrough"}}} {
-		t.Run(mode.name, func(t *testing.T) {
-			m := newMount(t, mode.flags...)
-			path := filepath.Join(m.dir, "tst")
-			var stop atomic.Bool
-			var wg sync.WaitGroup
-			readerErr := make(chan error, 2)
-			for range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					buf := make([]byte, size)
-					for !stop.Load() {
-						f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-						if err != nil {
-							readerErr <- fmt.Errorf("reader's open: %w", err)
-							return
-						}
-						f.ReadAt(buf, 0)
-						if err := f.Close(); err != nil {
-							readerErr <- fmt.Errorf("reader's close: %w", err)
-							return
-						}
-					}
-				}()
-			}
-			defer func() {
-				stop.Store(true)
-				wg.Wait()
-			}()
-			pattern := [2][]byte{alignedBuffer(t, size), alignedBuffer(t, size)}
-			for i := range size {
-				pattern[0][i], pattern[1][i] = 0x55, 0xaa
-			}
-			got := alignedBuffer(t, size)
-			deadline := time.Now().Add(run)
-			cycles := 0
-			for ; time.Now().Before(deadline); cycles++ {
-				want := pattern[cycles%2]
-				f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_DIRECT, 0o600)
-				if err != nil {
-					t.Fatalf("cycle %d: open O_DIRECT for writing: %v", cycles, err)
-				}
-				if _, err := f.WriteAt(want, 0); err != nil {
-					t.Fatalf("cycle %d: O_DIRECT write: %v", cycles, err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatalf("cycle %d: close: %v", cycles, err)
-				}
-				for _, flags := range []int{os.O_RDONLY, os.O_RDONLY | syscall.O_DIRECT} {
-					f, err := os.OpenFile(path, flags, 0)
+	inEachSaveMode(t, func(t *testing.T, flags ...string) {
+		m := newMount(t, flags...)
+		path := filepath.Join(m.dir, "tst")
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		readerErr := make(chan error, 2)
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, size)
+				for !stop.Load() {
+					f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 					if err != nil {
-						t.Fatalf("cycle %d: open %#x: %v", cycles, flags, err)
+						readerErr <- fmt.Errorf("reader's open: %w", err)
+						return
 					}
-					n, err := f.ReadAt(got, 0)
-					f.Close()
-					if n != size || !bytes.Equal(got, want) {
-						t.Fatalf("cycle %d: read back with flags %#x: %d bytes (%v), first byte %#x, want %#x", cycles, flags, n, err, got[0], want[0])
+					f.ReadAt(buf, 0)
+					if err := f.Close(); err != nil {
+						readerErr <- fmt.Errorf("reader's close: %w", err)
+						return
 					}
 				}
-				select {
-				case err := <-readerErr:
-					t.Fatalf("cycle %d: %v", cycles, err)
-				default:
-				}
-			}
+			}()
+		}
+		defer func() {
 			stop.Store(true)
 			wg.Wait()
+		}()
+		pattern := [2][]byte{alignedBuffer(t, size), alignedBuffer(t, size)}
+		for i := range size {
+			pattern[0][i], pattern[1][i] = 0x55, 0xaa
+		}
+		got := alignedBuffer(t, size)
+		deadline := time.Now().Add(run)
+		cycles := 0
+		for ; time.Now().Before(deadline); cycles++ {
+			want := pattern[cycles%2]
+			f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_DIRECT, 0o600)
+			if err != nil {
+				t.Fatalf("cycle %d: open O_DIRECT for writing: %v", cycles, err)
+			}
+			if _, err := f.WriteAt(want, 0); err != nil {
+				t.Fatalf("cycle %d: O_DIRECT write: %v", cycles, err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatalf("cycle %d: close: %v", cycles, err)
+			}
+			for _, flags := range []int{os.O_RDONLY, os.O_RDONLY | syscall.O_DIRECT} {
+				f, err := os.OpenFile(path, flags, 0)
+				if err != nil {
+					t.Fatalf("cycle %d: open %#x: %v", cycles, flags, err)
+				}
+				n, err := f.ReadAt(got, 0)
+				f.Close()
+				if n != size || !bytes.Equal(got, want) {
+					t.Fatalf("cycle %d: read back with flags %#x: %d bytes (%v), first byte %#x, want %#x", cycles, flags, n, err, got[0], want[0])
+				}
+			}
 			select {
 			case err := <-readerErr:
-				t.Fatal(err)
+				t.Fatalf("cycle %d: %v", cycles, err)
 			default:
 			}
-			t.Logf("%d cycles", cycles)
-			m.stop()
-			fsck(t, m.store)
-		})
-	}
+		}
+		stop.Store(true)
+		wg.Wait()
+		select {
+		case err := <-readerErr:
+			t.Fatal(err)
+		default:
+		}
+		t.Logf("%d cycles", cycles)
+		m.stop()
+		fsck(t, m.store)
+	})
 }

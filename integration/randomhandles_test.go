@@ -24,21 +24,16 @@ func TestRandomHandles(t *testing.T) {
 	if full() {
 		steps = 10000
 	}
-	for _, mode := range []struct {
-		name  string
-		flags []string
-	}{{"passthrough", nil}, {"daemon-written", []string{"--no-passthrough"}}} {
-		t.Run(mode.name, func(t *testing.T) {
-			for seed := int64(1); seed <= 3; seed++ {
-				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-					m := newMount(t, mode.flags...)
-					randomHandles(t, m, t.TempDir(), seed, steps/3)
-					m.stop()
-					fsck(t, m.store)
-				})
-			}
-		})
-	}
+	inEachSaveMode(t, func(t *testing.T, flags ...string) {
+		for seed := int64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+				m := newMount(t, flags...)
+				randomHandles(t, m, t.TempDir(), seed, steps/3)
+				m.stop()
+				fsck(t, m.store)
+			})
+		}
+	})
 }
 
 // handlePair is one open(2) made on both sides.

@@ -28,50 +28,45 @@ func TestReadAfterRewriteWhileOpen(t *testing.T) {
 		v2[i] += 1e-3 * float32(rng.NormFloat64()) // the next checkpoint: a delta
 	}
 	old, new := npyFloat32(v1, ""), npyFloat32(v2, "")
-	for _, mode := range []struct {
-		name  string
-		flags []string
-	}{{"passthrough", nil}, {"daemon-written", []string{"--no-passthrough"}}} {
-		t.Run(mode.name, func(t *testing.T) {
-			m := newMount(t, mode.flags...)
-			path := filepath.Join(m.dir, "model.npy")
-			if err := os.WriteFile(path, old, 0o644); err != nil {
-				t.Fatal(err)
+	inEachSaveMode(t, func(t *testing.T, flags ...string) {
+		m := newMount(t, flags...)
+		path := filepath.Join(m.dir, "model.npy")
+		if err := os.WriteFile(path, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		syncDir(t, m.dir) // committed
+		r, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		head := make([]byte, 4096)
+		if _, err := r.ReadAt(head, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, new, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		syncDir(t, m.dir) // the rewrite committed, the reader still open
+		d, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		buf := alignedBuffer(t, len(new)+4096)
+		n, err := d.ReadAt(buf, 0)
+		if n != len(new) || !bytes.Equal(buf[:n], new) {
+			which := "neither version"
+			if bytes.Equal(buf[:n], old) {
+				which = "the old version"
 			}
-			syncDir(t, m.dir) // committed
-			r, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			head := make([]byte, 4096)
-			if _, err := r.ReadAt(head, 0); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, new, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			syncDir(t, m.dir) // the rewrite committed, the reader still open
-			d, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
-			buf := alignedBuffer(t, len(new)+4096)
-			n, err := d.ReadAt(buf, 0)
-			if n != len(new) || !bytes.Equal(buf[:n], new) {
-				which := "neither version"
-				if bytes.Equal(buf[:n], old) {
-					which = "the old version"
-				}
-				t.Fatalf("O_DIRECT read after the rewrite: %d bytes (%v), %s; first difference from the new content at %d", n, err, which, firstDiff(buf[:n], new))
-			}
-			r.Close()
-			d.Close()
-			m.stop()
-			fsck(t, m.store)
-		})
-	}
+			t.Fatalf("O_DIRECT read after the rewrite: %d bytes (%v), %s; first difference from the new content at %d", n, err, which, firstDiff(buf[:n], new))
+		}
+		r.Close()
+		d.Close()
+		m.stop()
+		fsck(t, m.store)
+	})
 }
 
 // syncDir fsyncs dir: on ckptfs it waits for every commit.
