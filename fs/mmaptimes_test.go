@@ -2,7 +2,6 @@ package fs
 
 import (
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 )
@@ -45,11 +44,7 @@ func testMmapWriteUpdatesTimes(t *testing.T, daemonWritten bool) {
 // (the daemon-written case hung the CI's fs tests for 25 minutes).
 func mmapWriteInChild(t *testing.T, name string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMmapWriteChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "CKPTFS_MMAP_WRITE="+name)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("write through a mapping in a child: %v\n%s", err, out)
-	}
+	runChildTest(t, "TestMmapWriteChild", "CKPTFS_MMAP_WRITE="+name)
 }
 
 // TestMmapWriteChild is the child of mmapWriteInChild: open the file,

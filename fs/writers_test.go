@@ -116,10 +116,22 @@ func mmapSaveInChild(t *testing.T, tmp, final string, data []byte) {
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMmapSaveChild$")
-	cmd.Env = append(os.Environ(), "CKPTFS_MMAP_SAVE="+src+"\n"+tmp+"\n"+final)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mmap save in a child: %v\n%s", err, out)
+	runChildTest(t, "TestMmapSaveChild", "CKPTFS_MMAP_SAVE="+src+"\n"+tmp+"\n"+final)
+}
+
+// runChildTest runs test in a child process of this test binary with env
+// (KEY=value) added, and fails unless the child ran it and it passed (a
+// child that only skipped, or matched no test, fails too).
+func runChildTest(t *testing.T, test, env string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in a child process: %v\n%s", test, err, out)
+	}
+	if !bytes.Contains(out, []byte("--- PASS: "+test+" ")) {
+		t.Fatalf("%s in a child process did not pass:\n%s", test, out)
 	}
 }
 
