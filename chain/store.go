@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -194,8 +195,11 @@ func (s *Store) loadLayout(l policy.Layout) error {
 			}
 		}
 		if _, err := tx.Inode(meta.RootIno); errors.Is(err, meta.ErrNotFound) {
+			// Owned by whoever makes the store, as mke2fs does: a user who
+			// mounts a new store of their own may write into it.
 			now := s.now().UnixNano()
 			return tx.PutInode(&meta.Inode{Ino: meta.RootIno, Mode: syscall.S_IFDIR | 0o755, Nlink: 2,
+				Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()),
 				Atime: now, Mtime: now, Ctime: now})
 		}
 		return nil

@@ -303,6 +303,12 @@ func sameContent(t testing.TB, a, b string) bool {
 // pidOfMount finds the daemon serving dir, from its command line.
 func pidOfMount(t testing.TB, dir string) int {
 	t.Helper()
+	return pidOfDaemon(t, ckptfsBin, dir)
+}
+
+// pidOfDaemon finds the daemon that the binary bin runs for dir.
+func pidOfDaemon(t testing.TB, bin, dir string) int {
+	t.Helper()
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		var pid int
@@ -314,7 +320,7 @@ func pidOfMount(t testing.TB, dir string) int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) < 2 || args[0] != ckptfsBin || args[1] != "mount" {
+		if len(args) < 2 || args[0] != bin || args[1] != "mount" {
 			continue
 		}
 		for _, a := range args {
