@@ -19,25 +19,7 @@ func TestNonRootMountRefusedSaysWhy(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a mount as another user")
 	}
-	if _, err := exec.LookPath("fusermount3"); err != nil {
-		requireDeps(t, "fusermount3", err)
-	}
-	dir, err := os.MkdirTemp("", "ckptfs-nonroot-") // t.TempDir's parent is 0700
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "ckptfs")
-	b, err := os.ReadFile(ckptfsBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := nobodyDir(t)
 	mp := filepath.Join(dir, "mnt") // root's, 0755: fusermount3 refuses it
 	store := filepath.Join(dir, "store")
 	for _, d := range []string{mp, store} {
@@ -49,10 +31,7 @@ func TestNonRootMountRefusedSaysWhy(t *testing.T) {
 	if err := os.Chown(store, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "mount", "--store", store, mp)
-	cmd.Env = []string{"HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
+	out, err := asNobody(dir, bin, "mount", "--store", store, mp).CombinedOutput()
 	if err == nil {
 		exec.Command(ckptfsBin, "umount", mp).Run()
 		t.Fatalf("nobody mounted on root's directory: %s", out)
@@ -76,9 +55,6 @@ func TestNonRootMount(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a mount as another user")
 	}
-	if _, err := exec.LookPath("fusermount3"); err != nil {
-		requireDeps(t, "fusermount3", err)
-	}
 	// fusermount3 opens /dev/fuse as the user: where the device is root's
 	// only, let others use it while the test runs, as distributions do.
 	if fi, err := os.Stat("/dev/fuse"); err == nil && fi.Mode().Perm()&0o006 != 0o006 {
@@ -87,22 +63,7 @@ func TestNonRootMount(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Chmod("/dev/fuse", fi.Mode().Perm()) })
 	}
-	dir, err := os.MkdirTemp("", "ckptfs-nonroot-") // t.TempDir's parent is 0700
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "ckptfs")
-	b, err := os.ReadFile(ckptfsBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := nobodyDir(t)
 	mp, store := filepath.Join(dir, "mnt"), filepath.Join(dir, "store")
 	for _, d := range []string{mp, store} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -116,43 +77,75 @@ func TestNonRootMount(t *testing.T) {
 	if err := os.WriteFile(src, bigNpyOf(1, 1<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	asNobody := func(name string, args ...string) string {
+	nobody := func(name string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(name, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		out, err := cmd.CombinedOutput()
+		out, err := asNobody(dir, name, args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %v as nobody: %v\n%s", name, args, err, out)
 		}
 		return string(out)
 	}
-	asNobody(bin, "mount", "--store", store, mp)
+	nobody(bin, "mount", "--store", store, mp)
 	mounted := true
 	t.Cleanup(func() {
 		if mounted {
 			exec.Command("fusermount3", "-u", "-z", mp).Run()
 		}
 	})
-	if out := asNobody("ls", "-nd", mp); !strings.HasPrefix(out, "drwxr-xr-x") || !strings.Contains(out, " 65534 65534 ") {
+	if out := nobody("ls", "-nd", mp); !strings.HasPrefix(out, "drwxr-xr-x") || !strings.Contains(out, " 65534 65534 ") {
 		t.Fatalf("the root of nobody's new store: %s", out)
 	}
 	// A Trainer-like save: a directory, a file under a temporary name,
 	// renamed over the live one.
-	asNobody("mkdir", mp+"/checkpoint-1")
-	asNobody("cp", src, mp+"/checkpoint-1/model.npy.tmp")
-	asNobody("mv", mp+"/checkpoint-1/model.npy.tmp", mp+"/checkpoint-1/model.npy")
-	asNobody("cmp", src, mp+"/checkpoint-1/model.npy")
-	if out := asNobody(bin, "stats", mp); !strings.Contains(out, "daemon-written") {
+	nobody("mkdir", mp+"/checkpoint-1")
+	nobody("cp", src, mp+"/checkpoint-1/model.npy.tmp")
+	nobody("mv", mp+"/checkpoint-1/model.npy.tmp", mp+"/checkpoint-1/model.npy")
+	nobody("cmp", src, mp+"/checkpoint-1/model.npy")
+	if out := nobody(bin, "stats", mp); !strings.Contains(out, "daemon-written") {
 		t.Fatalf("stats of a non-root mount does not say its save mode is daemon-written:\n%s", out)
 	}
 	// Killed after the close: whole after the remount.
 	syscall.Kill(pidOfDaemon(t, bin, mp), syscall.SIGKILL)
 	exec.Command("fusermount3", "-u", "-z", mp).Run()
-	asNobody(bin, "mount", "--store", store, mp)
-	asNobody("cmp", src, mp+"/checkpoint-1/model.npy")
-	asNobody(bin, "umount", mp)
+	nobody(bin, "mount", "--store", store, mp)
+	nobody("cmp", src, mp+"/checkpoint-1/model.npy")
+	nobody(bin, "umount", mp)
 	mounted = false
-	asNobody(bin, "fsck", "--deep", "--store", store)
+	nobody(bin, "fsck", "--deep", "--store", store)
+}
+
+// nobodyDir makes a directory that user nobody can enter, removed after
+// the test, holding a copy of the binary nobody can run (t.TempDir's
+// parent is 0700, and so may be the test's binary's).
+func nobodyDir(t *testing.T) (dir, bin string) {
+	t.Helper()
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		requireDeps(t, "fusermount3", err)
+	}
+	dir, err := os.MkdirTemp("", "ckptfs-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, "ckptfs")
+	b, err := os.ReadFile(ckptfsBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin
+}
+
+// asNobody is a command that runs as user nobody, in dir.
+func asNobody(dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=/nonexistent", "PATH=" + os.Getenv("PATH")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	return cmd
 }
