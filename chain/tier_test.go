@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/policy"
@@ -55,6 +56,10 @@ func TestReadBackFromTier(t *testing.T) {
 		if _, misses, _ := ds.cache.Stats(); misses-missesBefore > 1 {
 			t.Errorf("reading back %s rebuilt %d chunks", name, misses-missesBefore)
 		}
+		// A read-ahead goroutine that starts late (a busy machine) claims
+		// chunks after the read returned: once the next save took them
+		// from the tier, it would rebuild them inside the next count.
+		waitReadAheadDone(t)
 	}
 	// ckpt-1 is a delta whose chunks ckpt-2's save took from the tier: its
 	// 4 tensor chunks come from the read cache (rebuilt now, or by that
@@ -133,4 +138,14 @@ func TestReferenceRebuiltForSaveNotCached(t *testing.T) {
 		t.Fatal("ckpt-2.npy read back differs")
 	}
 	mustCheck(t, ds.Store, true)
+}
+
+// waitReadAheadDone waits until no reader's read-ahead runs.
+func waitReadAheadDone(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); readingAhead.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d readers still reading ahead", readingAhead.Load())
+		}
+	}
 }
