@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"os"
-	"sort"
 	"syscall"
 	"time"
 
@@ -211,13 +210,4 @@ func (h *statsHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 		return fuse.ReadResultData(nil), 0
 	}
 	return fuse.ReadResultData(h.data[off:min(int64(len(h.data)), off+int64(len(dest)))]), 0
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -378,10 +379,21 @@ func TestXattr(t *testing.T) {
 		t.Fatalf("getxattr after replace: %q, %v", buf[:n], err)
 	}
 
+	// The computed attributes are read by name, never listed: copying
+	// tools (cp -a, rsync -X, tar --xattrs) would copy them out, or fail
+	// removing them from a copy into the mount.
 	list := listXattr(t, name)
-	for _, want := range []string{"user.note", "user.ckptfs.version", "user.ckptfs.codec", "user.ckptfs.stored_bytes"} {
-		if !contains(list, want) {
-			t.Errorf("listxattr %v lacks %s", list, want)
+	if !contains(list, "user.note") {
+		t.Errorf("listxattr %v lacks user.note", list)
+	}
+	for _, a := range list {
+		if strings.HasPrefix(a, infoPrefix) {
+			t.Errorf("listxattr lists the computed attribute %s", a)
+		}
+	}
+	for _, a := range infoNames {
+		if _, err := unix.Getxattr(name, infoPrefix+a, make([]byte, 4096)); err != nil {
+			t.Errorf("getxattr %s%s: %v", infoPrefix, a, err)
 		}
 	}
 	if n, err = unix.Getxattr(name, "user.ckptfs.version", buf); err != nil {
@@ -685,5 +697,30 @@ func TestRemount(t *testing.T) {
 	}
 	if names := readNames(t, m.dir); strings.Join(names, ",") != "run,small" {
 		t.Errorf("root lists %v after remount, want [run small]", names)
+	}
+}
+
+// TestInfoNamesMatchPython: the Python package reads the computed
+// attributes by name (listxattr does not list them), from its own list.
+func TestInfoNamesMatchPython(t *testing.T) {
+	src, err := os.ReadFile("../python/ckptfs/__init__.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(src), "_INFO_NAMES = (")
+	tuple, _, ok2 := strings.Cut(rest, ")")
+	if !ok || !ok2 {
+		t.Fatal("no _INFO_NAMES tuple in python/ckptfs/__init__.py")
+	}
+	var py []string
+	for _, f := range strings.Split(tuple, ",") {
+		if f = strings.Trim(strings.TrimSpace(f), `"`); f != "" {
+			py = append(py, f)
+		}
+	}
+	slices.Sort(py)
+	goNames := slices.Sorted(slices.Values(infoNames))
+	if !slices.Equal(py, goNames) {
+		t.Errorf("python/ckptfs _INFO_NAMES %v, fs infoNames %v", py, goNames)
 	}
 }

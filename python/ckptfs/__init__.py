@@ -48,7 +48,23 @@ _EXIT_MOUNT_POINT = 4
 _EXIT_STORE = 5
 
 _INFO_PREFIX = "user.ckptfs."
-# user.ckptfs.* attributes that are numbers; the others are strings.
+# The user.ckptfs.* attributes of a file (fs/node_xattr.go). listxattr does
+# not list them, so that copying tools leave them behind: they are read by
+# name.
+_INFO_NAMES = (
+    "stored_bytes",
+    "codec",
+    "reference",
+    "chain_depth",
+    "version",
+    "family",
+    "format",
+    "ingest",
+    "ref_reason",
+    "ref_path",
+    "pages",
+)
+# The attributes that are numbers; the others are strings.
 _INFO_INTS = ("stored_bytes", "reference", "chain_depth", "version")
 
 
@@ -219,18 +235,15 @@ def file_info(path: PathLike) -> Dict[str, Union[int, str]]:
     st = os.stat(p)
     if not stat.S_ISREG(st.st_mode):
         raise NotOnCkptfsError("%s is not a regular file" % p)
-    try:
-        names = [n for n in os.listxattr(p) if n.startswith(_INFO_PREFIX)]
-    except OSError as e:
-        raise NotOnCkptfsError("%s: no ckptfs attributes (%s)" % (p, e.strerror)) from e
-    if not names:
-        raise NotOnCkptfsError("%s is not on a ckptfs mount" % p)
     info: Dict[str, Union[int, str]] = {}
-    for n in names:
-        key = n[len(_INFO_PREFIX):]
+    for key in _INFO_NAMES:
         try:
-            value = os.getxattr(p, n).decode()
-        except OSError:
+            value = os.getxattr(p, _INFO_PREFIX + key).decode()
+        except OSError as e:
+            if not info and key == _INFO_NAMES[0]:
+                raise NotOnCkptfsError(
+                    "%s is not on a ckptfs mount (no %s%s: %s)" % (p, _INFO_PREFIX, key, e.strerror)
+                ) from e
             continue  # gone meanwhile (the file was replaced)
         info[key] = int(value) if key in _INFO_INTS and value.isdigit() else value
     return info
