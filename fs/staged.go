@@ -374,6 +374,25 @@ func (f *FS) dropBacking(ino chain.Ino, b *backing) {
 	}
 }
 
+// DropBackings deletes the staging files kept only as the kernel's backing
+// files (done), once the server has stopped and the kernel holds none: an
+// unmount within backingLinger of a save's close left that file's staging
+// copy on the host until the store's next open.
+func (f *FS) DropBackings() {
+	f.backingMu.Lock()
+	var done []*stagedFile
+	for ino, b := range f.backings {
+		if b.sf.State() == staging.Done {
+			done = append(done, b.sf)
+		}
+		delete(f.backings, ino)
+	}
+	f.backingMu.Unlock()
+	for _, sf := range done {
+		sf.remove()
+	}
+}
+
 // retire ends sf's life as ino's staging file: deleted, unless the kernel
 // may still use it as the inode's backing file (then it is kept, marked
 // done, until dropBacking).

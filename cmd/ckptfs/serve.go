@@ -334,6 +334,7 @@ func serveStore(mp string, f mountFlags, m *mountedStore, report func(error) err
 	go handleSignals(mp, server, sigs, tick, m.sync, done)
 	server.Wait()
 	m.fsys.Drain() // commits of files closed before the unmount
+	m.fsys.DropBackings()
 	if err := m.fsys.FlushAtimes(); err != nil {
 		logrus.WithError(err).Warn("access times of files read since the mount not saved")
 	}
