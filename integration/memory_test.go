@@ -203,6 +203,11 @@ func TestDaemonMemoryManyWriters(t *testing.T) {
 			manyWritersInPlace(t, newMountEnv(t, env))
 		})
 	}
+	// Where the daemon writes the staging files itself (no passthrough:
+	// not root, an older kernel), every byte crosses it.
+	t.Run("daemon-written", func(t *testing.T) {
+		manyWritersInPlace(t, newMount(t, "--no-passthrough"))
+	})
 }
 
 func manyWritersInPlace(t *testing.T, m *mount) {
