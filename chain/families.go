@@ -9,18 +9,25 @@ import "sync"
 // reference during its own commit (a staged save: FileCommit.Run) waits
 // only for those that began committing before it, so that two never wait
 // for each other.
+//
+// Thousands of commits may be queued (small files closed faster than they
+// are encoded) while a few run: the waits look at the running ones only,
+// so that a commit's cost does not grow with the queue behind it.
 type committingFamilies struct {
-	mu     sync.Mutex
-	done   sync.Cond
-	seq    uint64
-	byName map[string]map[*Writer]*commitEntry
+	mu      sync.Mutex
+	done    sync.Cond
+	seq     uint64
+	entries map[*Writer]*commitEntry // queued or running
+	running map[*Writer]*commitEntry
 }
 
-// commitEntry is one commit under way: its order, and whether it runs (a
-// commit begun for a file closed but not yet released is only queued, and
-// nobody waits for it: it may wait for a slot that its waiters hold).
+// commitEntry is one commit under way: its order, its family, and whether
+// it runs (a commit begun for a file closed but not yet released is only
+// queued, and nobody waits for it: it may wait for a slot that its waiters
+// hold).
 type commitEntry struct {
 	seq     uint64
+	family  string
 	running bool
 }
 
@@ -31,14 +38,15 @@ func (c *committingFamilies) queue(family string, w *Writer) { c.add(family, w, 
 
 func (c *committingFamilies) add(family string, w *Writer, running bool) {
 	c.mu.Lock()
-	if c.byName == nil {
-		c.byName, c.done.L = map[string]map[*Writer]*commitEntry{}, &c.mu
-	}
-	if c.byName[family] == nil {
-		c.byName[family] = map[*Writer]*commitEntry{}
+	if c.entries == nil {
+		c.entries, c.running, c.done.L = map[*Writer]*commitEntry{}, map[*Writer]*commitEntry{}, &c.mu
 	}
 	c.seq++
-	c.byName[family][w] = &commitEntry{seq: c.seq, running: running}
+	e := &commitEntry{seq: c.seq, family: family, running: running}
+	c.entries[w] = e
+	if running {
+		c.running[w] = e
+	}
 	c.mu.Unlock()
 }
 
@@ -47,29 +55,18 @@ func (c *committingFamilies) add(family string, w *Writer, running bool) {
 func (c *committingFamilies) run(from, to string, w *Writer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.byName[from][w]
+	e := c.entries[w]
 	if e == nil {
 		return
 	}
-	e.running = true
-	if from != to {
-		delete(c.byName[from], w)
-		if len(c.byName[from]) == 0 {
-			delete(c.byName, from)
-		}
-		if c.byName[to] == nil {
-			c.byName[to] = map[*Writer]*commitEntry{}
-		}
-		c.byName[to][w] = e
-	}
+	e.running, e.family = true, to
+	c.running[w] = e
 }
 
 func (c *committingFamilies) end(family string, w *Writer) {
 	c.mu.Lock()
-	delete(c.byName[family], w)
-	if len(c.byName[family]) == 0 {
-		delete(c.byName, family)
-	}
+	delete(c.entries, w)
+	delete(c.running, w)
 	c.done.Broadcast()
 	c.mu.Unlock()
 }
@@ -80,10 +77,8 @@ func (c *committingFamilies) earlier(w *Writer, e *commitEntry, self *Writer) bo
 	if w == self || !e.running {
 		return false
 	}
-	for _, m := range c.byName {
-		if mine, ok := m[self]; ok {
-			return e.seq < mine.seq
-		}
+	if mine, ok := c.entries[self]; ok {
+		return e.seq < mine.seq
 	}
 	return true
 }
@@ -93,11 +88,15 @@ func (c *committingFamilies) earlier(w *Writer, e *commitEntry, self *Writer) bo
 func (c *committingFamilies) others(self *Writer) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, m := range c.byName {
-		for w, e := range m {
-			if c.earlier(w, e, self) {
-				return true
-			}
+	return c.runningEarlier("", self)
+}
+
+// runningEarlier reports whether a commit of family ("": any) that began
+// before self still runs. Call with c.mu held.
+func (c *committingFamilies) runningEarlier(family string, self *Writer) bool {
+	for w, e := range c.running {
+		if (family == "" || e.family == family) && c.earlier(w, e, self) {
+			return true
 		}
 	}
 	return false
@@ -108,16 +107,7 @@ func (c *committingFamilies) others(self *Writer) bool {
 func (c *committingFamilies) waitAll(self *Writer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
-		pending := false
-		for _, m := range c.byName {
-			for w, e := range m {
-				pending = pending || c.earlier(w, e, self)
-			}
-		}
-		if !pending {
-			return
-		}
+	for c.runningEarlier("", self) {
 		c.done.Wait()
 	}
 }
@@ -127,14 +117,7 @@ func (c *committingFamilies) waitAll(self *Writer) {
 func (c *committingFamilies) wait(family string, self *Writer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
-		earlier := false
-		for w, e := range c.byName[family] {
-			earlier = earlier || c.earlier(w, e, self)
-		}
-		if !earlier {
-			return
-		}
+	for c.runningEarlier(family, self) {
 		c.done.Wait()
 	}
 }

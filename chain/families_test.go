@@ -42,8 +42,8 @@ func referenceWaits(t *testing.T, names [2]string, reason string) {
 	go func() { firstDone <- first.Run(staged, names[0], 1) }()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		s.committing.mu.Lock()
-		e := s.committing.byName[policy.FamilyOf(names[0])][first.w]
-		running := e != nil && e.running
+		e := s.committing.running[first.w]
+		running := e != nil && e.family == policy.FamilyOf(names[0])
 		s.committing.mu.Unlock()
 		if running {
 			break
