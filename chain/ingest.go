@@ -464,10 +464,17 @@ func (in *ingest) collect() error {
 	// The next version of the family will want these bytes as references:
 	// keeping them saves rebuilding them through the delta chain.
 	// Its buffer goes to the tier if kept there, else back to the pool.
-	kept := in.segments[c.Segment].Tensor && (in.pol.Scheme == policy.Progressive || in.ref == nil) &&
-		in.s.refs.Offer(plaincache.Key{V: in.id, Off: c.Offset}, in.family, pc.job.plain)
-	if !kept {
-		bufpool.Put(pc.job.plain)
+	plain := pc.job.plain
+	wanted := in.segments[c.Segment].Tensor && (in.pol.Scheme == policy.Progressive || in.ref == nil)
+	if wanted && len(plain) < cap(plain)/2 {
+		// A file's last, partial chunk: the tier counts the memory a
+		// buffer holds, so keep it in one of its size.
+		small := append([]byte(nil), plain...)
+		bufpool.Put(plain)
+		plain = small
+	}
+	if !wanted || !in.s.refs.Offer(plaincache.Key{V: in.id, Off: c.Offset}, in.family, plain) {
+		bufpool.Put(plain)
 	}
 	return nil
 }

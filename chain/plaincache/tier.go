@@ -23,7 +23,7 @@ import (
 type Tier struct {
 	mu    sync.Mutex
 	max   int64
-	size  int64
+	size  int64 // the capacity of the buffers kept: the memory they hold
 	items map[Key][]byte
 	vers  map[meta.VersionID]*tierVersion
 	gen   uint64 // counts saves started
@@ -83,6 +83,12 @@ func (t *Tier) StartSave(family string, ref meta.VersionID) {
 	}
 }
 
+// minTierChunk is the smallest chunk the tier keeps. Rebuilding a chunk
+// smaller than that costs little, and small files (thousands of them, each
+// its own family) would fill the tier with entries that no later save
+// wants, each making every save's bookkeeping longer.
+const minTierChunk = 4 << 10
+
 // Offer keeps v, a chunk of a version of family, if there is room (after
 // evicting stale families' versions if need be); it reports whether it did.
 func (t *Tier) Offer(k Key, family string, v []byte) bool {
@@ -91,7 +97,10 @@ func (t *Tier) Offer(k Key, family string, v []byte) bool {
 	if _, ok := t.items[k]; ok {
 		return false
 	}
-	for t.size+int64(len(v)) > t.max {
+	if len(v) < minTierChunk {
+		return false
+	}
+	for t.size+int64(cap(v)) > t.max {
 		if !t.evictStaleLocked() {
 			return false
 		}
@@ -102,9 +111,9 @@ func (t *Tier) Offer(k Key, family string, v []byte) bool {
 		t.vers[k.V] = tv
 	}
 	tv.gen = t.gen
-	tv.bytes += int64(len(v))
+	tv.bytes += int64(cap(v))
 	t.items[k] = v
-	t.size += int64(len(v))
+	t.size += int64(cap(v))
 	return true
 }
 
@@ -119,9 +128,9 @@ func (t *Tier) Get(k Key, take bool) ([]byte, bool) {
 	t.hits++
 	if take {
 		delete(t.items, k)
-		t.size -= int64(len(v))
+		t.size -= int64(cap(v))
 		if tv := t.vers[k.V]; tv != nil {
-			if tv.bytes -= int64(len(v)); tv.bytes <= 0 {
+			if tv.bytes -= int64(cap(v)); tv.bytes <= 0 {
 				delete(t.vers, k.V)
 			}
 		}
@@ -172,7 +181,7 @@ func (t *Tier) dropLocked(id meta.VersionID) {
 	for k, b := range t.items {
 		if k.V == id {
 			delete(t.items, k)
-			t.size -= int64(len(b))
+			t.size -= int64(cap(b))
 		}
 	}
 	delete(t.vers, id)
