@@ -164,29 +164,26 @@ func (q *encodeQueue) admit(t uint64) {
 // timer for the ticket that holds the later ones back, if any. Call with
 // q.mu held.
 func (q *encodeQueue) dispatch() {
-	// Tickets admitted or aborted leave the front of the order.
-	for len(q.order) > 0 && q.waiting[q.order[0]] == nil {
-		q.order = q.order[1:]
-	}
-	kept := q.order[:0]
-	holding := time.Time{}
+	var holding time.Time
+	kept := q.order[:0] // tickets admitted or aborted leave the order
 	for i, t := range q.order {
 		qc := q.waiting[t]
-		switch {
-		case qc == nil:
-			continue // admitted or aborted out of order
-		case !holding.IsZero() || q.running >= maxEncoding:
-			// Held back: keep it, and the rest as they are.
-		case qc.ready:
+		if qc == nil {
+			continue
+		}
+		if q.running >= maxEncoding {
+			kept = append(kept, q.order[i:]...)
+			break
+		}
+		if qc.ready {
 			delete(q.waiting, t)
 			q.running++
 			close(qc.admit)
 			continue
-		case time.Since(qc.at) < releaseWait:
-			holding = qc.at.Add(releaseWait) // its release may still come
 		}
 		kept = append(kept, t)
-		if !holding.IsZero() || q.running >= maxEncoding {
+		if time.Since(qc.at) < releaseWait { // its release may still come
+			holding = qc.at.Add(releaseWait)
 			kept = append(kept, q.order[i+1:]...)
 			break
 		}

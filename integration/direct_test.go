@@ -69,12 +69,7 @@ func TestDirectWrites(t *testing.T) {
 		if _, err := b.WriteAt(data[full:], int64(full)); err != nil {
 			t.Fatal(err)
 		}
-		for off := 0; off < full; off += block {
-			copy(aligned, data[off:off+block])
-			if _, err := d.WriteAt(aligned, int64(off)); err != nil {
-				t.Fatalf("O_DIRECT write at %d beside a buffered handle: %v", off, err)
-			}
-		}
+		writeAligned(t, d, data[:full], aligned, "beside a buffered handle")
 		if err := errors.Join(d.Close(), b.Close()); err != nil {
 			t.Fatal(err)
 		}
@@ -93,12 +88,7 @@ func TestDirectWrites(t *testing.T) {
 		if err != nil {
 			t.Fatalf("O_DIRECT open beside a buffered writer: %v", err)
 		}
-		for off := 0; off < full; off += block {
-			copy(aligned, data[off:off+block])
-			if _, err := d.WriteAt(aligned, int64(off)); err != nil {
-				t.Fatalf("O_DIRECT write at %d: %v", off, err)
-			}
-		}
+		writeAligned(t, d, data[:full], aligned, "after a buffered writer")
 		if err := errors.Join(d.Close(), b.Close()); err != nil {
 			t.Fatal(err)
 		}
@@ -131,5 +121,17 @@ func checkContent(t *testing.T, path string, want []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s: read back %d bytes, wrote %d; first difference at %d", path, len(got), len(want), firstDiff(got, want))
+	}
+}
+
+// writeAligned writes data through the O_DIRECT file d from offset 0, a
+// block of len(aligned) at a time, copied into the aligned buffer.
+func writeAligned(t *testing.T, d *os.File, data, aligned []byte, what string) {
+	t.Helper()
+	for off := 0; off < len(data); off += len(aligned) {
+		copy(aligned, data[off:off+len(aligned)])
+		if _, err := d.WriteAt(aligned, int64(off)); err != nil {
+			t.Fatalf("O_DIRECT write at %d %s: %v", off, what, err)
+		}
 	}
 }
