@@ -41,5 +41,8 @@ func Open(m Media, o Options, useStored bool) (*Store, error) {
 	if n > 0 {
 		logrus.Warnf("store %s: recovered %d saves closed before the daemon stopped", filepath.Dir(m.DB.Path()), n)
 	}
+	if w := len(s.waitingStaged); w > 0 {
+		logrus.Warnf("store %s: %d saves closed before the daemon stopped wait in their staging files for room on the host filesystem", filepath.Dir(m.DB.Path()), w)
+	}
 	return s, nil
 }

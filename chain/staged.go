@@ -106,10 +106,24 @@ func (c *FileCommit) Run(f *os.File, path string, mtime int64) error {
 	return w.commitPending(p)
 }
 
+// ErrHostFull: the host filesystem of the store has no room for a commit.
+var ErrHostFull = fmt.Errorf("store's host filesystem: %w", syscall.ENOSPC)
+
+// HostFull reports whether err is the lack of room on the host filesystem
+// of the store (where the simulated device's image grows), not on the
+// simulated device.
+func HostFull(err error) bool {
+	return err != nil && !errors.Is(err, ErrNoSpace) &&
+		(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT))
+}
+
 // RecoverStaged ingests the staging files a daemon that died left closed
 // and uncommitted, and deletes the rest: a file still open at the death
 // keeps its previous content. Staging files of inodes that no longer exist
-// (unlinked since) are deleted.
+// (unlinked since) are deleted. A closed one that finds no room on the host
+// to be committed is kept, for the filesystem to adopt
+// (TakeWaitingStaged): a full disk must not keep the store from opening,
+// nor lose the save.
 func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
 	entries, err := dir.List()
 	if err != nil {
@@ -118,6 +132,11 @@ func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
 	for _, e := range entries {
 		if e.State == staging.Closed {
 			ok, err := s.recoverOne(e)
+			if HostFull(err) {
+				logrus.WithError(err).Warnf("staging file %s: no room on the host to commit it: it is kept", e.Path)
+				s.waitingStaged = append(s.waitingStaged, e)
+				continue
+			}
 			if err != nil {
 				return ingested, err
 			}
@@ -156,6 +175,15 @@ func (s *Store) recoverOne(e staging.Entry) (bool, error) {
 	}
 	logrus.Infof("recovered %s (inode %d, %d bytes) closed before the daemon stopped", path, ino, st.Size())
 	return true, nil
+}
+
+// TakeWaitingStaged returns, once, the staging files RecoverStaged kept
+// for want of room on the host: saves closed before the daemon died, to be
+// served and committed by the filesystem (fs.FS.AdoptStaged).
+func (s *Store) TakeWaitingStaged() []staging.Entry {
+	w := s.waitingStaged
+	s.waitingStaged = nil
+	return w
 }
 
 // ChargeStaged charges the device for bytes of a staging file that the

@@ -2,8 +2,10 @@ package chain
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
@@ -112,4 +114,26 @@ func FuzzStagingNames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// HostFull tells the host filesystem's lack of room (a commit then waits
+// for room, keeping its staging file) from the simulated device's (the
+// store's capacity: the commit fails).
+func TestHostFull(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{ErrNoSpace, false},
+		{fmt.Errorf("pack: %w", ErrNoSpace), false},
+		{&os.PathError{Op: "write", Path: "device.img", Err: syscall.ENOSPC}, true},
+		{fmt.Errorf("commit x: %w", &os.PathError{Op: "write", Path: "device.img", Err: syscall.EDQUOT}), true},
+		{ErrHostFull, true},
+		{syscall.EIO, false},
+	} {
+		if got := HostFull(c.err); got != c.want {
+			t.Errorf("HostFull(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

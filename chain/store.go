@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ckptfs/ckptfs/chain/staging"
 	"os"
 	"runtime"
 	"sync"
@@ -107,6 +108,9 @@ type Store struct {
 	deferred   map[meta.VersionID]bool // pinned versions whose release waits
 
 	committed func(meta.VersionID, int64) // told of each commit (OnCommitted)
+	// waitingStaged: staging files kept by RecoverStaged for want of room
+	// on the host (TakeWaitingStaged).
+	waitingStaged []staging.Entry
 }
 
 // NewStore assembles a store from an open metadata database, the backend

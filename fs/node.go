@@ -59,6 +59,10 @@ type FS struct {
 
 	atimeMode atomic.Int32 // an AtimeMode (SetAtimeMode)
 	atimes    sync.Map     // chain.Ino -> int64: reads' access times not yet written (lazyatime.go)
+
+	quit     chan struct{} // closed by Shutdown
+	quitOnce sync.Once
+	roomMu   sync.RWMutex // held by the tries of saves waiting for room (hostspace.go)
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
@@ -81,7 +85,7 @@ func (f *FS) takeStale(ino chain.Ino) bool {
 // New returns the filesystem for a store; Root is its root node.
 func New(store Store) *FS {
 	f := &FS{store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
-		backings: map[chain.Ino]*backing{}, live: map[*stagedFile]bool{}}
+		backings: map[chain.Ino]*backing{}, live: map[*stagedFile]bool{}, quit: make(chan struct{})}
 	f.dirtyExpire, f.dirtyLimit = hostWriteBack()
 	store.ModelShadowWriteBack(f.dirtyExpire, f.dirtyLimit)
 	return f

@@ -37,6 +37,10 @@ type openFile struct {
 	// failed, which the next fsync or close reports.
 	pending *pendingCommit
 	failed  error
+	// awaitingSpace: the commit of stage failed for want of room on the
+	// host filesystem and waits for it (hostspace.go); the staged content
+	// is the file's content meanwhile.
+	awaitingSpace bool
 	// begun is the commit queued at the close of the last writer, run
 	// after its release (writeback.go).
 	begun *begunCommit
@@ -162,6 +166,13 @@ func (t *openTable) release(ino chain.Ino, of *openFile, writable bool, lastWrit
 	}
 	delete(t.files, ino)
 	return !t.known[ino]
+}
+
+// others is the number of handles of of besides the one its caller holds.
+func (t *openTable) others(of *openFile) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return of.handles - 1
 }
 
 // get returns the inode's shared state, or nil if it has no open handles.

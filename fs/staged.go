@@ -374,11 +374,11 @@ func (f *FS) dropBacking(ino chain.Ino, b *backing) {
 	}
 }
 
-// DropBackings deletes the staging files kept only as the kernel's backing
+// dropBackings deletes the staging files kept only as the kernel's backing
 // files (done), once the server has stopped and the kernel holds none: an
 // unmount within backingLinger of a save's close left that file's staging
 // copy on the host until the store's next open.
-func (f *FS) DropBackings() {
+func (f *FS) dropBackings() {
 	f.backingMu.Lock()
 	var done []*stagedFile
 	for ino, b := range f.backings {

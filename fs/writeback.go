@@ -291,18 +291,18 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	}
 	go func() {
 		defer f.stagedBytes.Add(-size)
-		f.encoding.admit(bc.ticket)
-		var err error
-		if sf.committed && n.unchangedSinceCommit(sf) {
-			bc.fc.Abort() // committed at fsync, and not written since
-		} else {
-			// The family is decided here, once, by the name the file has now.
-			err = sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), stagedMtime(sf)) })
-			if err == errGone {
-				bc.fc.Abort()
-			}
+		err := n.encodeStaged(sf, bc)
+		if chain.HostFull(err) {
+			// The save stays in its staging file until there is room
+			// (hostspace.go).
+			of.mu.Lock()
+			of.pending = nil
+			close(pc.done) // waiters go on with the staged content
+			of.mu.Unlock()
+			f.commits.add(-1) // a save waiting for room holds back no drain
+			f.commitWhenRoom(n.ino, of, sf, err)
+			return
 		}
-		f.encoding.leave()
 		if time.Since(sf.born) > f.dirtyExpire {
 			f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
 		}
@@ -337,6 +337,23 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		f.commits.add(-1)
 	}()
 	return true
+}
+
+// encodeStaged runs bc, the commit of sf, in its turn.
+func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit) error {
+	f := n.fsys
+	f.encoding.admit(bc.ticket)
+	defer f.encoding.leave()
+	if sf.committed && n.unchangedSinceCommit(sf) {
+		bc.fc.Abort() // committed at fsync, and not written since
+		return nil
+	}
+	// The family is decided here, once, by the name the file has now.
+	err := sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), stagedMtime(sf)) })
+	if err == errGone {
+		bc.fc.Abort()
+	}
+	return err
 }
 
 // waitCommit waits for the background commit of of, if any. Call with
@@ -383,7 +400,7 @@ const releaseWait = time.Second
 func (of *openFile) closedUnreleased() bool {
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	return of.stage != nil && of.pending == nil && of.stage.State() == staging.Closed
+	return of.stage != nil && of.pending == nil && !of.awaitingSpace && of.stage.State() == staging.Closed
 }
 
 // adopt moves the file's committed content into the series of the name it

@@ -114,8 +114,18 @@ func (f *File) Remove() error {
 // Entry is a staging file found in the directory.
 type Entry struct {
 	Ino   uint64
+	Seq   uint64
 	State State
 	Path  string
+}
+
+// Reopen opens the staging file of entry e, found by List.
+func (d *Dir) Reopen(e Entry) (*File, error) {
+	f, err := os.OpenFile(d.name(e.Ino, e.Seq, e.State), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open staging file: %w", err)
+	}
+	return &File{dir: d, Ino: e.Ino, seq: e.Seq, state: e.State, File: f}, nil
 }
 
 // List returns the staging files in the directory, skipping names that are
@@ -151,12 +161,13 @@ func parseName(name string) (Entry, bool) {
 	if err != nil {
 		return Entry{}, false
 	}
-	if _, err := strconv.ParseUint(seqStr, 10, 64); err != nil {
+	seq, err := strconv.ParseUint(seqStr, 10, 64)
+	if err != nil {
 		return Entry{}, false
 	}
 	switch s := State(state); s {
 	case Open, Closed, Done:
-		return Entry{Ino: ino, State: s}, true
+		return Entry{Ino: ino, Seq: seq, State: s}, true
 	}
 	return Entry{}, false
 }

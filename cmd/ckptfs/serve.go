@@ -202,6 +202,11 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 	}
 	fsys.SyncClose = f.syncClose
 	fsys.Staging = ds.Staging
+	if err := fsys.AdoptStaged(ds.Store.TakeWaitingStaged()); err != nil {
+		f.remote.stopUploader(up)
+		ds.Close()
+		return nil, fmt.Errorf("store %s: %w", f.store, err)
+	}
 	fsys.Stats = func() ([]byte, error) {
 		rep, err := ds.Report(storedir.ReportOptions{})
 		if err != nil {
@@ -334,7 +339,7 @@ func serveStore(mp string, f mountFlags, m *mountedStore, report func(error) err
 	go handleSignals(mp, server, sigs, tick, m.sync, done)
 	server.Wait()
 	m.fsys.Drain() // commits of files closed before the unmount
-	m.fsys.DropBackings()
+	m.fsys.Shutdown()
 	if err := m.fsys.FlushAtimes(); err != nil {
 		logrus.WithError(err).Warn("access times of files read since the mount not saved")
 	}

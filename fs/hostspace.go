@@ -1,0 +1,177 @@
+package fs
+
+import (
+	"os"
+	"time"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/staging"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// A full host filesystem. The simulated device's image and the staging
+// files share the store directory's filesystem, so a commit needs room there
+// beside the staging file it reads: a file whose close succeeded can find
+// none (other saves filled the disk meanwhile). Its content is then kept,
+// as a plain filesystem keeps a file closed before its disk filled: the
+// staging file stays, marked closed (the next open of the store ingests it
+// if the daemon dies, or adopts it again if there is still no room: the
+// store's open does not fail for it), serves the file's reads, and is
+// committed once the host has room. A writer that opens the file meanwhile
+// takes the staging file over (its release commits it), and fsync tries
+// the commit at once, reporting ENOSPC while there is no room. The
+// simulated device being full is another matter: the device is the store's
+// capacity, and that commit fails as a plain filesystem's write would
+// (chain.ErrNoSpace): the file keeps its previous content.
+
+// hostSpacePoll is how often a save waiting for room looks at the host
+// filesystem's free space.
+const hostSpacePoll = time.Second
+
+// hostFree is the room left on the filesystem of the staging files, in
+// bytes, as an unprivileged writer sees it.
+func (f *FS) hostFree() (int64, bool) {
+	dir, err := f.stagingDir()
+	if err != nil {
+		return 0, false
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir.Path(), &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * st.Bsize, true
+}
+
+// commitWhenRoom keeps sf, the staging file of inode ino whose commit
+// failed with cause for want of room on the host, as the file's content
+// until there is room, and commits it then. It ends without committing
+// when the commit is no longer its to make: a writer took the file over,
+// fsync committed it, the file was deleted and is no longer open, or the
+// filesystem shuts down (the staging file then stays closed, for the
+// store's next open). It holds of (as a handle) until it ends.
+func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause error) {
+	logrus.WithError(cause).Warnf("%s: no room on the host filesystem of the store to commit it: it stays in its staging file, and is committed once there is room", sf.path())
+	of.mu.Lock()
+	of.awaitingSpace = true
+	of.mu.Unlock()
+	lastFree, _ := f.hostFree()
+	tick := time.NewTicker(hostSpacePoll)
+	defer tick.Stop()
+	for {
+		<-tick.C
+		// Shutdown waits for a try under way: the store closes after it.
+		f.roomMu.RLock()
+		select {
+		case <-f.quit:
+			f.roomMu.RUnlock()
+			return
+		default:
+		}
+		of.mu.Lock()
+		done, err := f.tryCommitWhenRoom(ino, of, sf, &lastFree)
+		if done {
+			of.awaitingSpace = false
+		}
+		of.mu.Unlock()
+		f.roomMu.RUnlock()
+		if !done {
+			continue
+		}
+		if err != nil {
+			logrus.WithError(err).Errorf("commit %s after close: its previous content stays", sf.path())
+		}
+		if f.open.release(ino, of, false, nil) {
+			f.forget(ino)
+		}
+		return
+	}
+}
+
+// tryCommitWhenRoom is one look of commitWhenRoom; it reports whether it is
+// done, and the error of a commit that failed other than for room. Call
+// with of.mu held.
+func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, lastFree *int64) (bool, error) {
+	if of.stage != sf || of.pending != nil || f.open.writers(of) > 0 {
+		return true, nil // a writer took it over: its release commits it
+	}
+	in, err := f.store.Inode(ino)
+	if !of.dirty || err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
+		// Committed by fsync, or deleted and no longer open.
+		of.dirty = false
+		of.setStage(nil, f)
+		f.retire(ino, sf)
+		return true, nil
+	}
+	if sf.State() != staging.Closed { // a truncate changed it
+		if err := sf.Mark(staging.Closed); err != nil {
+			logrus.WithError(err).Warnf("%s: a crash before its commit loses it", sf.path())
+		}
+	}
+	size, _, _ := sf.attr()
+	free, ok := f.hostFree()
+	// Room for the file stored as it is, or more room than the failed try
+	// had (a delta may need far less than the file).
+	if !ok || free < size+size/8+(1<<20) && free < *lastFree+(1<<20) {
+		return false, nil
+	}
+	if time.Since(sf.born) > f.dirtyExpire {
+		f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
+	}
+	err = sf.use(func(file *os.File) error {
+		return f.store.CommitFile(ino, sf.path(), file, stagedMtime(sf))
+	})
+	if chain.HostFull(err) {
+		*lastFree, _ = f.hostFree()
+		return false, nil
+	}
+	if err == nil {
+		sf.committed = true
+	}
+	of.dirty = false
+	of.setStage(nil, f)
+	f.retire(ino, sf)
+	of.renamed = false // committed under its name now
+	f.markStale(ino)   // the kernel's pages may be another content's
+	return true, err
+}
+
+// AdoptStaged takes over the staging files of saves that a daemon that
+// died left closed and that the store's open could not commit for want of
+// room on the host (chain.Store.TakeWaitingStaged): each is the content of
+// its file until it is committed, as at run time.
+func (f *FS) AdoptStaged(entries []staging.Entry) error {
+	dir, err := f.stagingDir()
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		file, err := dir.Reopen(e)
+		if err != nil {
+			return err
+		}
+		ino := chain.Ino(e.Ino)
+		sf := &stagedFile{File: file, born: time.Now(), path: func() string {
+			p, _ := f.store.PathOf(ino)
+			return p
+		}}
+		of := f.open.acquire(ino) // the hold commitWhenRoom lets go
+		of.mu.Lock()
+		of.setStage(sf, f)
+		of.dirty = true
+		of.mu.Unlock()
+		go f.commitWhenRoom(ino, of, sf, chain.ErrHostFull)
+	}
+	return nil
+}
+
+// Shutdown ends the filesystem's background work once the server has
+// stopped and Drain returned: the staging files kept only as the kernel's
+// backing files are deleted, and the saves waiting for room on the host
+// stay in their staging files, closed, for the store's next open.
+func (f *FS) Shutdown() {
+	f.quitOnce.Do(func() { close(f.quit) })
+	f.roomMu.Lock() // no try of commitWhenRoom runs past this
+	f.roomMu.Unlock()
+	f.dropBackings()
+}
