@@ -53,7 +53,7 @@ func (f *FS) hostFree() (int64, bool) {
 func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause error) {
 	logrus.WithError(cause).Warnf("%s: no room on the host filesystem of the store to commit it: it stays in its staging file, and is committed once there is room", sf.path())
 	of.mu.Lock()
-	of.awaitingSpace = true
+	of.awaitingSpace++
 	of.mu.Unlock()
 	lastFree, _ := f.hostFree()
 	tick := time.NewTicker(hostSpacePoll)
@@ -71,7 +71,7 @@ func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause e
 		of.mu.Lock()
 		done, err := f.tryCommitWhenRoom(ino, of, sf, &lastFree)
 		if done {
-			of.awaitingSpace = false
+			of.awaitingSpace--
 		}
 		of.mu.Unlock()
 		f.roomMu.RUnlock()

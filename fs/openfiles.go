@@ -37,10 +37,10 @@ type openFile struct {
 	// failed, which the next fsync or close reports.
 	pending *pendingCommit
 	failed  error
-	// awaitingSpace: the commit of stage failed for want of room on the
-	// host filesystem and waits for it (hostspace.go); the staged content
-	// is the file's content meanwhile.
-	awaitingSpace bool
+	// awaitingSpace counts the goroutines that wait for room on the host
+	// to commit stage, whose commit failed for want of it (hostspace.go):
+	// the staged content is the file's content meanwhile.
+	awaitingSpace int
 	// begun is the commit queued at the close of the last writer, run
 	// after its release (writeback.go).
 	begun *begunCommit

@@ -400,7 +400,7 @@ const releaseWait = time.Second
 func (of *openFile) closedUnreleased() bool {
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	return of.stage != nil && of.pending == nil && !of.awaitingSpace && of.stage.State() == staging.Closed
+	return of.stage != nil && of.pending == nil && of.awaitingSpace == 0 && of.stage.State() == staging.Closed
 }
 
 // adopt moves the file's committed content into the series of the name it
