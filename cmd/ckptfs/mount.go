@@ -210,7 +210,28 @@ func checkMountpoint(arg string) (string, error) {
 	if mounted(mp) {
 		return "", fmt.Errorf("mount point %s is busy: something is already mounted there", mp)
 	}
+	warnHidden(mp)
 	return mp, nil
+}
+
+// warnHidden warns that the mount will hide what the mount point holds: a
+// training mounted over its output directory would not find the
+// checkpoints saved there before, and start again from scratch.
+func warnHidden(mp string) {
+	d, err := os.Open(mp)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(4)
+	if len(names) == 0 {
+		return
+	}
+	list := strings.Join(names[:min(len(names), 3)], ", ")
+	if len(names) > 3 {
+		list += ", ..."
+	}
+	logrus.Warnf("mount point %s is not empty: what it holds (%s) is hidden while ckptfs is mounted there, and is not in the store (a training that resumes from it will not find its checkpoints: copy them in after mounting)", mp, list)
 }
 
 // ckptfsType is the file system type of a ckptfs mount in mountinfo.
