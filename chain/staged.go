@@ -131,6 +131,7 @@ func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
 	}
 	for _, e := range entries {
 		if e.State == staging.Closed {
+			s.dropWaitingStaged(e.Ino) // an inode's newer save wins
 			ok, err := s.recoverOne(e)
 			if HostFull(err) {
 				logrus.WithError(err).Warnf("staging file %s: no room on the host to commit it: it is kept", e.Path)
@@ -175,6 +176,19 @@ func (s *Store) recoverOne(e staging.Entry) (bool, error) {
 	}
 	logrus.Infof("recovered %s (inode %d, %d bytes) closed before the daemon stopped", path, ino, st.Size())
 	return true, nil
+}
+
+// dropWaitingStaged deletes the staging file kept for inode ino, if any.
+func (s *Store) dropWaitingStaged(ino uint64) {
+	kept := s.waitingStaged[:0]
+	for _, w := range s.waitingStaged {
+		if w.Ino != ino {
+			kept = append(kept, w)
+		} else if err := os.Remove(w.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			logrus.WithError(err).Warn("remove staging file")
+		}
+	}
+	s.waitingStaged = kept
 }
 
 // TakeWaitingStaged returns, once, the staging files RecoverStaged kept
