@@ -55,7 +55,8 @@ func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause e
 	of.mu.Lock()
 	of.awaitingSpace++
 	of.mu.Unlock()
-	lastFree, _ := f.hostFree()
+	try := roomTry{}
+	try.failed(f)
 	tick := time.NewTicker(hostSpacePoll)
 	defer tick.Stop()
 	for {
@@ -69,7 +70,7 @@ func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause e
 		default:
 		}
 		of.mu.Lock()
-		done, err := f.tryCommitWhenRoom(ino, of, sf, &lastFree)
+		done, err := f.tryCommitWhenRoom(ino, of, sf, &try)
 		if done {
 			of.awaitingSpace--
 		}
@@ -91,7 +92,7 @@ func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause e
 // tryCommitWhenRoom is one look of commitWhenRoom; it reports whether it is
 // done, and the error of a commit that failed other than for room. Call
 // with of.mu held.
-func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, lastFree *int64) (bool, error) {
+func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try *roomTry) (bool, error) {
 	if of.stage != sf || of.pending != nil || f.open.writers(of) > 0 {
 		return true, nil // a writer took it over: its release commits it
 	}
@@ -108,11 +109,7 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, last
 			logrus.WithError(err).Warnf("%s: a crash before its commit loses it", sf.path())
 		}
 	}
-	size, _, _ := sf.attr()
-	free, ok := f.hostFree()
-	// Room for the file stored as it is, or more room than the failed try
-	// had (a delta may need far less than the file).
-	if !ok || free < size+size/8+(1<<20) && free < *lastFree+(1<<20) {
+	if size, _, _ := sf.attr(); !try.due(f, size) {
 		return false, nil
 	}
 	if time.Since(sf.born) > f.dirtyExpire {
@@ -122,7 +119,7 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, last
 		return f.store.CommitFile(ino, sf.path(), file, stagedMtime(sf))
 	})
 	if chain.HostFull(err) {
-		*lastFree, _ = f.hostFree()
+		try.failed(f)
 		return false, nil
 	}
 	if err == nil {
@@ -134,6 +131,29 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, last
 	of.renamed = false // committed under its name now
 	f.markStale(ino)   // the kernel's pages may be another content's
 	return true, err
+}
+
+// roomTry decides when a save waiting for room is tried again: when the
+// host has more room than at the last failed try (a delta may need far
+// less than the file), or room for the file stored as it is, and not
+// sooner than a backoff that doubles with each failure, up to a minute: a
+// failure that room does not explain (a quota, which statfs does not show)
+// then costs no write each second.
+type roomTry struct {
+	free  int64 // the host's room after the last failure
+	fails int
+	next  time.Time
+}
+
+func (r *roomTry) failed(f *FS) {
+	r.free, _ = f.hostFree()
+	r.next = time.Now().Add(min(hostSpacePoll<<min(r.fails, 6), time.Minute))
+	r.fails++
+}
+
+func (r *roomTry) due(f *FS, size int64) bool {
+	free, ok := f.hostFree()
+	return ok && !time.Now().Before(r.next) && (free >= r.free+(1<<20) || free >= size+size/8+(1<<20))
 }
 
 // AdoptStaged takes over the staging files of saves that a daemon that
