@@ -20,7 +20,11 @@ const forgetDelay = 20 * time.Millisecond
 type forgetQueue struct {
 	mu      sync.Mutex
 	pending []chain.Ino
-	running sync.WaitGroup
+	// running counts the batches scheduled or under way; idle is
+	// signalled when it falls to zero. (A WaitGroup would race: a batch
+	// is scheduled while Drain may wait on a count of zero.)
+	running int
+	idle    sync.Cond
 }
 
 func (q *forgetQueue) add(f *FS, ino chain.Ino) {
@@ -28,10 +32,14 @@ func (q *forgetQueue) add(f *FS, ino chain.Ino) {
 	defer q.mu.Unlock()
 	q.pending = append(q.pending, ino)
 	if len(q.pending) == 1 {
-		q.running.Add(1)
+		q.running++
 		time.AfterFunc(forgetDelay, func() {
-			defer q.running.Done()
 			q.flush(f)
+			q.mu.Lock()
+			if q.running--; q.running == 0 && q.idle.L != nil {
+				q.idle.Broadcast()
+			}
+			q.mu.Unlock()
 		})
 	}
 }
@@ -60,5 +68,12 @@ func (q *forgetQueue) flush(f *FS) {
 // wait frees what is queued now and waits for the batches under way.
 func (q *forgetQueue) wait(f *FS) {
 	q.flush(f)
-	q.running.Wait()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.idle.L == nil {
+		q.idle.L = &q.mu
+	}
+	for q.running > 0 {
+		q.idle.Wait()
+	}
 }
