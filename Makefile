@@ -78,8 +78,13 @@ lint:
 test-unit:
 	$(GO) test -count=1 -timeout 30m ./...
 
+# The packages whose goroutines share state (the filesystem, the store)
+# again under the race detector, which needs cgo (gcc: make deps).
+test-race:
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./fs/ ./chain/...
+
 # The whole suite, quick variant: what CI runs.
-test: deps lint build series test-unit
+test: deps lint build series test-unit test-race
 
 # The long variant: more fault trials, random steps and fuzz-corpus damage.
 test-full: export CKPTFS_FULL := 1
