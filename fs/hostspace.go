@@ -152,8 +152,11 @@ func (r *roomTry) failed(f *FS) {
 }
 
 func (r *roomTry) due(f *FS, size int64) bool {
+	if time.Now().Before(r.next) {
+		return false
+	}
 	free, ok := f.hostFree()
-	return ok && !time.Now().Before(r.next) && (free >= r.free+(1<<20) || free >= size+size/8+(1<<20))
+	return ok && (free >= r.free+(1<<20) || free >= size+size/8+(1<<20))
 }
 
 // AdoptStaged takes over the staging files of saves that a daemon that
