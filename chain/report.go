@@ -62,6 +62,9 @@ type Summary struct {
 	// SaveMode is how a mount's saves reach their staging files:
 	// "passthrough" or "daemon-written" (empty offline).
 	SaveMode string `json:"save_mode,omitempty"`
+	// SavesWaitingForRoom counts a mount's saves kept in their staging
+	// files because their commits found no room on the host filesystem.
+	SavesWaitingForRoom int64 `json:"saves_waiting_for_room,omitempty"`
 }
 
 // Contents lists the store's series and files, and what reads cost.

@@ -55,6 +55,8 @@ func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause e
 	of.mu.Lock()
 	of.awaitingSpace++
 	of.mu.Unlock()
+	f.waitingForRoom.Add(1)
+	defer f.waitingForRoom.Add(-1)
 	try := roomTry{}
 	try.failed(f)
 	tick := time.NewTicker(hostSpacePoll)
@@ -187,6 +189,9 @@ func (f *FS) AdoptStaged(entries []staging.Entry) error {
 	}
 	return nil
 }
+
+// SavesWaitingForRoom is the number of saves waiting for room on the host.
+func (f *FS) SavesWaitingForRoom() int64 { return f.waitingForRoom.Load() }
 
 // Shutdown ends the filesystem's background work once the server has
 // stopped and Drain returned: the staging files kept only as the kernel's

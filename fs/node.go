@@ -63,6 +63,8 @@ type FS struct {
 	quit     chan struct{} // closed by Shutdown
 	quitOnce sync.Once
 	roomMu   sync.RWMutex // held by the tries of saves waiting for room (hostspace.go)
+	// waitingForRoom counts the saves waiting for room on the host.
+	waitingForRoom atomic.Int64
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes

@@ -207,7 +207,9 @@ type report struct {
 	// model): what replay reports, and, unlike written_volume_ratio, not a
 	// matter of how many seconds a test's saves took (docs/NANDSIM.md).
 	EveryCommitRatio float64 `json:"written_volume_ratio_every_commit"`
-	Files            []struct {
+	// WaitingForRoom: saves kept staged for want of room on the host.
+	WaitingForRoom int64 `json:"saves_waiting_for_room"`
+	Files          []struct {
 		Path  string `json:"path"`
 		Depth uint32 `json:"chain_depth"`
 	} `json:"files"`

@@ -81,6 +81,9 @@ func hostFilesystemFull(t *testing.T, flags ...string) {
 	if n := waiting(); n != 2 {
 		t.Fatalf("%d saves wait in staging for room on the full host, want 2", n)
 	}
+	if n := m.stats().WaitingForRoom; n != 2 {
+		t.Errorf("stats: %d saves waiting for room, want 2", n)
+	}
 	same("waiting for room:")
 
 	// fsync tries the commit at once, and says there is no room.

@@ -36,6 +36,9 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 	if r.SaveMode != "" {
 		fmt.Fprintf(out, "; saves: %s staging files", r.SaveMode)
 	}
+	if n := r.SavesWaitingForRoom; n > 0 {
+		fmt.Fprintf(out, "\n%d saves wait in their staging files for room on the store's host filesystem (its log says which)", n)
+	}
 	fmt.Fprint(out, "\n\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tckptfs\tplain fs (shadow)\tratio\t")
