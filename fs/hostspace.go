@@ -101,9 +101,7 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try 
 	in, err := f.store.Inode(ino)
 	if !of.dirty || err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
 		// Committed by fsync, or deleted and no longer open.
-		of.dirty = false
-		of.setStage(nil, f)
-		f.retire(ino, sf)
+		of.endStage(f, ino, sf)
 		return true, nil
 	}
 	if sf.State() != staging.Closed { // a truncate changed it
@@ -127,9 +125,7 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try 
 	if err == nil {
 		sf.committed = true
 	}
-	of.dirty = false
-	of.setStage(nil, f)
-	f.retire(ino, sf)
+	of.endStage(f, ino, sf)
 	of.renamed = false // committed under its name now
 	f.markStale(ino)   // the kernel's pages may be another content's
 	return true, err

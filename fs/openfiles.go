@@ -197,6 +197,14 @@ func (of *openFile) setStage(sf *stagedFile, f *FS) {
 	of.staged.Store(sf)
 }
 
+// endStage ends sf's time as of's staging file (mu held): of has no staged
+// content left, and the file is retired.
+func (of *openFile) endStage(f *FS, ino chain.Ino, sf *stagedFile) {
+	of.setStage(nil, f)
+	of.dirty = false
+	f.retire(ino, sf)
+}
+
 // closedUnreleased reports whether a file was closed by its last writer
 // and its release has not reached us yet (its commit has not started).
 func (t *openTable) closedUnreleased() bool {

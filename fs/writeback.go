@@ -261,9 +261,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		if bc != nil {
 			f.encoding.abort(bc)
 		}
-		of.setStage(nil, n.fsys)
-		of.dirty = false
-		f.retire(n.ino, sf)
+		of.endStage(f, n.ino, sf)
 		return false
 	}
 	sf.noteClosed()
@@ -274,9 +272,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		n.beginCommit(of)
 		if bc = of.begun; bc == nil {
 			of.failed = fmt.Errorf("commit %s: could not queue it", n.path())
-			of.setStage(nil, n.fsys)
-			of.dirty = false
-			f.retire(n.ino, sf)
+			of.endStage(f, n.ino, sf)
 			return false
 		}
 		of.begun = nil
@@ -314,9 +310,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		} else {
 			sf.committed = true
 		}
-		of.setStage(nil, n.fsys)
-		of.dirty = false
-		f.retire(n.ino, sf)
+		of.endStage(f, n.ino, sf)
 		renamed := of.renamed
 		of.renamed = false
 		close(pc.done)
