@@ -119,7 +119,8 @@ func HostFull(err error) bool {
 
 // RecoverStaged ingests the staging files a daemon that died left closed
 // and uncommitted, and deletes the rest: a file still open at the death
-// keeps its previous content. Staging files of inodes that no longer exist
+// keeps its previous content (one opened to append to its closed save
+// keeps that save). Staging files of inodes that no longer exist
 // (unlinked since) are deleted. A closed one that finds no room on the host
 // to be committed is kept, for the filesystem to adopt
 // (TakeWaitingStaged): a full disk must not keep the store from opening,
@@ -130,6 +131,9 @@ func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
 		return 0, err
 	}
 	for _, e := range entries {
+		if e, err = dir.ClosedSave(e); err != nil { // appended to: its closed save
+			return ingested, err
+		}
 		if e.State == staging.Closed {
 			s.dropWaitingStaged(e.Ino) // an inode's newer save wins
 			ok, err := s.recoverOne(e)

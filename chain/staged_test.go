@@ -16,8 +16,9 @@ import (
 
 // TestRecoverStaged: a store opened after a daemon died ingests the saves
 // it left closed in their staging files, under the names the files have
-// now, keeps the previous content of a file whose save was still open, and
-// drops staging files of inodes gone since; fsck --deep finds it clean.
+// now, keeps the previous content of a file whose save was still open (of
+// a closed save a writer was appending to, that save), and drops staging
+// files of inodes gone since; fsck --deep finds it clean.
 func TestRecoverStaged(t *testing.T) {
 	dir := t.TempDir()
 	ds := openTestStore(t, dir, policy.Default())
@@ -26,6 +27,7 @@ func TestRecoverStaged(t *testing.T) {
 	writeFile(t, ds.Store, "open.npy", old, 1<<16)
 	closedIno := writeFile(t, ds.Store, "tmp.npy", nil, 1)
 	goneIno := writeFile(t, ds.Store, "gone.npy", nil, 1)
+	logIno := writeFile(t, ds.Store, "train.log", []byte("step 0\n"), 1<<16)
 	openIno, err := ds.Store.Lookup(meta.RootIno, "open.npy")
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +49,24 @@ func TestRecoverStaged(t *testing.T) {
 	stage(closedIno, saved, staging.Closed)
 	stage(openIno.Ino, ckpttest.NpyFile(series[2]), staging.Open)
 	stage(goneIno, saved, staging.Closed)
+	logSaved := []byte("step 0\nstep 1\n")
+	appending, err := ds.Staging.Create(uint64(logIno))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appending.Write(logSaved); err != nil {
+		t.Fatal(err)
+	}
+	if err := appending.Mark(staging.Closed); err != nil {
+		t.Fatal(err)
+	}
+	if err := appending.MarkAppending(int64(len(logSaved))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appending.Write([]byte("step 2, still open")); err != nil {
+		t.Fatal(err)
+	}
+	appending.Close()
 	// The closed save was renamed over the live name, and the other file
 	// deleted, before the daemon died.
 	if err := ds.Store.Rename(meta.RootIno, "tmp.npy", meta.RootIno, "latest.npy", 0, nil); err != nil {
@@ -63,6 +83,9 @@ func TestRecoverStaged(t *testing.T) {
 	defer ds.Close()
 	if got := readFile(t, ds.Store, "latest.npy"); !bytes.Equal(got, saved) {
 		t.Errorf("latest.npy after recovery: %d bytes, want its closed save (%d)", len(got), len(saved))
+	}
+	if got := readFile(t, ds.Store, "train.log"); !bytes.Equal(got, logSaved) {
+		t.Errorf("train.log after recovery: %q, want the closed save it was appended to (%q)", got, logSaved)
 	}
 	if got := readFile(t, ds.Store, "open.npy"); !bytes.Equal(got, old) {
 		t.Errorf("open.npy after recovery: %d bytes, want its previous content (%d)", len(got), len(old))
@@ -89,7 +112,7 @@ func TestRecoverStaged(t *testing.T) {
 // FuzzStagingNames: names found in a staging directory are parsed without
 // panicking, and only well-formed ones are taken.
 func FuzzStagingNames(f *testing.F) {
-	for _, s := range []string{"12-345.closed", "1-2.open", "x", "-.done", "9-9.other", "1-2.closed.x"} {
+	for _, s := range []string{"12-345.closed", "1-2.open", "x", "-.done", "9-9.other", "1-2.closed.x", "3-4.append-17", "3-4.append--1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
@@ -109,8 +132,9 @@ func FuzzStagingNames(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			if e.State != staging.Open && e.State != staging.Closed && e.State != staging.Done {
-				t.Fatalf("%q parsed as state %q", name, e.State)
+			if e.State != staging.Open && e.State != staging.Closed && e.State != staging.Done &&
+				(e.State != staging.Appending || e.Keep < 0) {
+				t.Fatalf("%q parsed as state %q (keep %d)", name, e.State, e.Keep)
 			}
 		}
 	})

@@ -7,9 +7,12 @@
 // A staging file's name is its record: "<ino>-<seq>.open" while a writer
 // may still change it, "<ino>-<seq>.closed" once every writer closed it
 // (to be ingested), "<ino>-<seq>.done" once committed but still the backing
-// file of an open passthrough handle. A rename survives the daemon's death
-// (it is the kernel's), so the next open of the store ingests what was
-// closed and drops what was still open: the file then keeps its previous
+// file of an open passthrough handle. A closed save that a writer opened
+// again to append to (O_APPEND), before it was committed, is
+// "<ino>-<seq>.append-<size>": its first size bytes are the closed save. A
+// rename survives the daemon's death (it is the kernel's), so the next open
+// of the store ingests what was closed (of an appended file, its first size
+// bytes) and drops what was still open: the file then keeps its previous
 // content, whole.
 package staging
 
@@ -31,9 +34,10 @@ type State string
 
 // The states, which are the names' suffixes.
 const (
-	Open   State = "open"
-	Closed State = "closed"
-	Done   State = "done"
+	Open      State = "open"
+	Closed    State = "closed"
+	Done      State = "done"
+	Appending State = "append" // named with the closed save's size
 )
 
 // Dir is a store's staging directory.
@@ -66,17 +70,21 @@ type File struct {
 	Ino   uint64
 	seq   uint64
 	state State
+	keep  int64 // Appending: the size of the closed save it starts with
 	*os.File
 }
 
-func (d *Dir) name(ino, seq uint64, s State) string {
+func (d *Dir) name(ino, seq uint64, s State, keep int64) string {
+	if s == Appending {
+		return filepath.Join(d.path, fmt.Sprintf("%d-%d.%s-%d", ino, seq, s, keep))
+	}
 	return filepath.Join(d.path, fmt.Sprintf("%d-%d.%s", ino, seq, s))
 }
 
 // Create makes an empty staging file for inode ino, in state Open.
 func (d *Dir) Create(ino uint64) (*File, error) {
 	seq := d.seq.Add(1)
-	f, err := os.OpenFile(d.name(ino, seq, Open), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(d.name(ino, seq, Open, 0), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create staging file: %w", err)
 	}
@@ -85,7 +93,7 @@ func (d *Dir) Create(ino uint64) (*File, error) {
 
 // Path is the file's name now (os.File's Name is the name it was created
 // with).
-func (f *File) Path() string { return f.dir.name(f.Ino, f.seq, f.state) }
+func (f *File) Path() string { return f.dir.name(f.Ino, f.seq, f.state, f.keep) }
 
 // State is the file's state.
 func (f *File) State() State { return f.state }
@@ -95,16 +103,29 @@ func (f *File) Mark(s State) error {
 	if f.state == s {
 		return nil
 	}
-	if err := os.Rename(f.dir.name(f.Ino, f.seq, f.state), f.dir.name(f.Ino, f.seq, s)); err != nil {
+	return f.rename(s, 0)
+}
+
+// MarkAppending moves the closed file, of size bytes, to state Appending:
+// a writer appends to it, and its first size bytes stay the closed save.
+func (f *File) MarkAppending(size int64) error {
+	if f.state == Appending && f.keep == size {
+		return nil
+	}
+	return f.rename(Appending, size)
+}
+
+func (f *File) rename(s State, keep int64) error {
+	if err := os.Rename(f.Path(), f.dir.name(f.Ino, f.seq, s, keep)); err != nil {
 		return fmt.Errorf("staging file of inode %d: %w", f.Ino, err)
 	}
-	f.state = s
+	f.state, f.keep = s, keep
 	return nil
 }
 
 // Remove deletes the file and closes it.
 func (f *File) Remove() error {
-	err := os.Remove(f.dir.name(f.Ino, f.seq, f.state))
+	err := os.Remove(f.Path())
 	if errors.Is(err, os.ErrNotExist) {
 		err = nil
 	}
@@ -116,16 +137,35 @@ type Entry struct {
 	Ino   uint64
 	Seq   uint64
 	State State
+	Keep  int64 // Appending: the size of the closed save it starts with
 	Path  string
 }
 
 // Reopen opens the staging file of entry e, found by List.
 func (d *Dir) Reopen(e Entry) (*File, error) {
-	f, err := os.OpenFile(d.name(e.Ino, e.Seq, e.State), os.O_RDWR, 0)
+	f, err := os.OpenFile(d.name(e.Ino, e.Seq, e.State, e.Keep), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open staging file: %w", err)
 	}
-	return &File{dir: d, Ino: e.Ino, seq: e.Seq, state: e.State, File: f}, nil
+	return &File{dir: d, Ino: e.Ino, seq: e.Seq, state: e.State, keep: e.Keep, File: f}, nil
+}
+
+// ClosedSave turns e, a file left Appending, into the closed save it
+// starts with: cut to that size, and Closed. Other entries are returned
+// as they are.
+func (d *Dir) ClosedSave(e Entry) (Entry, error) {
+	if e.State != Appending {
+		return e, nil
+	}
+	if err := os.Truncate(e.Path, e.Keep); err != nil {
+		return e, fmt.Errorf("staging file of inode %d: %w", e.Ino, err)
+	}
+	closed := d.name(e.Ino, e.Seq, Closed, 0)
+	if err := os.Rename(e.Path, closed); err != nil {
+		return e, fmt.Errorf("staging file of inode %d: %w", e.Ino, err)
+	}
+	e.State, e.Keep, e.Path = Closed, 0, closed
+	return e, nil
 }
 
 // List returns the staging files in the directory, skipping names that are
@@ -168,6 +208,12 @@ func parseName(name string) (Entry, bool) {
 	switch s := State(state); s {
 	case Open, Closed, Done:
 		return Entry{Ino: ino, Seq: seq, State: s}, true
+	}
+	if size, ok := strings.CutPrefix(state, string(Appending)+"-"); ok {
+		keep, err := strconv.ParseInt(size, 10, 64)
+		if err == nil && keep >= 0 {
+			return Entry{Ino: ino, Seq: seq, State: Appending, Keep: keep}, true
+		}
 	}
 	return Entry{}, false
 }

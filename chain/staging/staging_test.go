@@ -413,3 +413,55 @@ func TestExtents(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A closed save opened again to append to is named with its size; List
+// reads it back, and ClosedSave cuts the file to that size and makes it
+// the closed save it started with (what recovery ingests after a crash
+// while the writer appended). Other states pass through it unchanged.
+func TestAppending(t *testing.T) {
+	d := openDir(t, filepath.Join(t.TempDir(), staging.Name))
+	f := create(t, d, 9)
+	if _, err := f.Write([]byte("closed save\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Mark(staging.Closed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.MarkAppending(12); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("appended, not closed")); err != nil {
+		t.Fatal(err)
+	}
+	entries := list(t, d)
+	if len(entries) != 1 || entries[0].State != staging.Appending || entries[0].Keep != 12 || entries[0].Path != f.Path() {
+		t.Fatalf("listed %+v, want one appending entry keeping 12 bytes at %s", entries, f.Path())
+	}
+	e, err := d.ClosedSave(entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.State != staging.Closed {
+		t.Fatalf("state %s after ClosedSave, want closed", e.State)
+	}
+	b, err := os.ReadFile(e.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != "closed save\n" {
+		t.Fatalf("closed save holds %q", b)
+	}
+	if entries = list(t, d); len(entries) != 1 || entries[0] != e {
+		t.Fatalf("listed %+v after ClosedSave, want %+v", entries, e)
+	}
+	if same, err := d.ClosedSave(e); err != nil || same != e {
+		t.Fatalf("ClosedSave of a closed entry: %+v, %v", same, err)
+	}
+	// A name whose size does not parse is no staging file.
+	if err := os.WriteFile(filepath.Join(d.Path(), "9-1.append-x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if entries = list(t, d); len(entries) != 1 {
+		t.Fatalf("listed %+v, want the bad name skipped", entries)
+	}
+}
