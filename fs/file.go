@@ -27,6 +27,9 @@ type handle struct {
 	// (staged.go); its reads and writes do not reach us.
 	pt bool
 	sf *stagedFile
+	// flushed: a close of the handle (a writer's) came, its release may
+	// not have yet (openFile.flushedWriters). Under of.mu.
+	flushed bool
 }
 
 // ptHandle is a passthrough handle: go-fuse registers its backing file.
@@ -169,7 +172,7 @@ func (h *handle) touch() (*stagedFile, syscall.Errno) {
 	}
 	of.dirty, sf.committed = true, false
 	sf.noteReopened()
-	if err := sf.Mark(staging.Open); err != nil {
+	if err := sf.markWriting(h.flags&syscall.O_APPEND != 0); err != nil {
 		return nil, toErrno(err)
 	}
 	return sf, 0
@@ -222,9 +225,19 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	only := h.n.fsys.open.writers(of) == 1
 	of.mu.Lock()
 	defer of.mu.Unlock()
+	if !h.flushed {
+		h.flushed = true
+		of.flushedWriters++
+	}
 	if err := of.failed; err != nil {
 		of.failed = nil
 		return toErrno(err)
+	}
+	if !only && of.stage != nil && h.flags&syscall.O_APPEND != 0 && of.stage.State() == staging.Appending {
+		// What it appended is closed, though another handle is open
+		// (its release has not come, or another writer appends): a crash
+		// keeps it.
+		return toErrno(of.stage.keepClosed())
 	}
 	if !only || of.stage == nil || !of.dirty {
 		return 0
@@ -278,6 +291,11 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		h.n.dropMode(h.of, h.pt)
 		h.of.mu.Unlock()
 		h.n.release(h.of, writable(h.flags))
+		if h.flushed { // after the release started the commit, for Drain
+			h.of.mu.Lock()
+			h.of.flushedWriters--
+			h.of.mu.Unlock()
+		}
 	})
 	return 0
 }

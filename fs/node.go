@@ -65,6 +65,9 @@ type FS struct {
 	roomMu   sync.RWMutex // held by the tries of saves waiting for room (hostspace.go)
 	// waitingForRoom counts the saves waiting for room on the host.
 	waitingForRoom atomic.Int64
+
+	recent   recentCommits // commits landed in the last moments (settle.go)
+	draining atomic.Int32  // Drains under way: no commit settles meanwhile
 }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
@@ -457,6 +460,9 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 		of.mu.Lock()
 		defer of.mu.Unlock()
 		of.waitCommit()
+		if errno := n.secureClosed(of); errno != 0 {
+			return errno
+		}
 		if sf := of.stage; sf != nil {
 			of.dirty, sf.committed = true, false
 			sf.noteReopened()

@@ -44,6 +44,14 @@ type openFile struct {
 	// begun is the commit queued at the close of the last writer, run
 	// after its release (writeback.go).
 	begun *begunCommit
+	// flushedWriters counts the writer handles closed whose release has
+	// not come yet: a writer that reopened the file before it keeps the
+	// staging file open, and Drain waits for those releases too.
+	flushedWriters int
+	// hot: a writer opened the file while its previous commit was pending
+	// or had just landed; the last writer's release lets it settle before
+	// its commit (settle.go).
+	hot bool
 	// atimeChecked is when a read last checked the atime (Node.accessed),
 	// in Unix nanoseconds: reads check it at most once a second, the first
 	// after an open that found it stale (readerOpened) at once.
@@ -208,16 +216,21 @@ func (of *openFile) endStage(f *FS, ino chain.Ino, sf *stagedFile) {
 // closedUnreleased reports whether a file was closed by its last writer
 // and its release has not reached us yet (its commit has not started).
 func (t *openTable) closedUnreleased() bool {
-	t.mu.Lock()
-	files := make([]*openFile, 0, len(t.files))
-	for _, of := range t.files {
-		files = append(files, of)
-	}
-	t.mu.Unlock()
-	for _, of := range files {
+	for _, of := range t.snapshot() {
 		if of.closedUnreleased() {
 			return true
 		}
 	}
 	return false
+}
+
+// snapshot returns the shared state of every open inode.
+func (t *openTable) snapshot() []*openFile {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	files := make([]*openFile, 0, len(t.files))
+	for _, of := range t.files {
+		files = append(files, of)
+	}
+	return files
 }

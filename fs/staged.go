@@ -151,9 +151,23 @@ func (f *FS) passthroughRefused() {
 }
 
 // stageForWrite gives of a staging file for a handle opening for writing,
-// holding the committed content unless trunc. Call with of.mu held.
-func (n *Node) stageForWrite(of *openFile, trunc bool) syscall.Errno {
-	of.waitCommit() // the new content starts from the committed one
+// holding the committed content unless trunc; appending: the handle only
+// appends (O_APPEND). Call with of.mu held.
+//
+// The staging file may hold a save closed and not committed yet (the
+// release of its last writer has not come, or it settles: settle.go),
+// which a crash while this writer has it must not lose: a writer that only
+// appends keeps it as the file's first bytes (staging.Appending), any
+// other has it committed first.
+func (n *Node) stageForWrite(of *openFile, trunc, appending bool) syscall.Errno {
+	appending = appending && !trunc
+	n.noteWriterOpen(of, appending) // before waitCommit, which would wake a settling commit
+	of.waitCommit()                 // the new content starts from the committed one
+	if !appending {
+		if errno := n.secureClosed(of); errno != 0 {
+			return errno
+		}
+	}
 	if of.stage == nil {
 		sf, errno := n.newStage(trunc)
 		if errno != 0 {
@@ -165,13 +179,53 @@ func (n *Node) stageForWrite(of *openFile, trunc bool) syscall.Errno {
 		if err := of.stage.use(func(f *os.File) error { return f.Truncate(0) }); err != nil {
 			return toErrno(err)
 		}
-		of.dirty = true
+		of.dirty, of.stage.committed = true, false
 	}
 	of.stage.noteReopened()
-	if err := of.stage.Mark(staging.Open); err != nil {
-		return toErrno(err)
+	return toErrno(of.stage.markWriting(appending))
+}
+
+// markWriting records that a writer changes sf (its name is its record:
+// chain/staging): a writer that only appends to a closed save keeps that
+// save as the file's first bytes; otherwise the file is open, and a crash
+// keeps the committed content.
+func (sf *stagedFile) markWriting(appending bool) error {
+	switch st := sf.State(); {
+	case appending && st == staging.Closed:
+		return sf.keepClosed()
+	case appending && st == staging.Appending:
+		return nil // its closed save stays its first bytes
 	}
-	return 0
+	return sf.Mark(staging.Open)
+}
+
+// keepClosed records sf's content now as the closed save a crash keeps,
+// while writers append to it.
+func (sf *stagedFile) keepClosed() error {
+	size, _, ok := sf.attr()
+	if !ok {
+		return errGone
+	}
+	return sf.MarkAppending(size)
+}
+
+// holdsClosedSave reports whether sf holds a save closed and not
+// committed yet.
+func (sf *stagedFile) holdsClosedSave() bool {
+	st := sf.State()
+	return st == staging.Closed || st == staging.Appending
+}
+
+// secureClosed commits of's staging file now if it holds a save closed and
+// not committed yet, before a change by a writer that does not only
+// append. A save waiting for room on the host (hostspace.go) cannot be
+// committed: the writer takes it over as it is. Call with of.mu held.
+func (n *Node) secureClosed(of *openFile) syscall.Errno {
+	sf := of.stage
+	if sf == nil || !of.dirty || of.awaitingSpace > 0 || !sf.holdsClosedSave() {
+		return 0
+	}
+	return n.commitNow(of)
 }
 
 // newStage returns the staging file for a new writer: the inode's backing
@@ -426,10 +480,16 @@ func (n *Node) commitStaged(of *openFile) syscall.Errno {
 		of.failed = nil
 		return toErrno(err)
 	}
-	sf := of.stage
-	if sf == nil || !of.dirty {
+	if of.stage == nil || !of.dirty {
 		return 0
 	}
+	return n.commitNow(of)
+}
+
+// commitNow commits of's staging file as the inode's content. Call with
+// of.mu held.
+func (n *Node) commitNow(of *openFile) syscall.Errno {
+	sf := of.stage
 	err := sf.use(func(f *os.File) error {
 		return n.fsys.store.CommitFile(n.ino, n.path(), f, stagedMtime(sf))
 	})
@@ -437,6 +497,13 @@ func (n *Node) commitStaged(of *openFile) syscall.Errno {
 		return toErrno(err)
 	}
 	sf.committed = true
+	if sf.State() == staging.Appending {
+		// The save it kept is committed, with what was appended to it
+		// since: a crash now keeps the committed content.
+		if err := sf.Mark(staging.Open); err != nil {
+			return toErrno(err)
+		}
+	}
 	// Passthrough handles may write on without telling us.
 	of.dirty = of.passthrough > 0
 	if of.passthrough > 0 {

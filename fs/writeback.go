@@ -26,6 +26,12 @@ import (
 type pendingCommit struct {
 	done chan struct{}
 	err  error
+	// settling: the commit waits for its hot file to settle (settle.go),
+	// until wake is closed (woken) or its time comes; takenOver: a writer
+	// took the staging file over meanwhile, and this commit does not run.
+	// Under the file's of.mu.
+	settling, woken, takenOver bool
+	wake                       chan struct{}
 }
 
 // commitTracker counts the background commits of the whole filesystem.
@@ -66,6 +72,9 @@ func (c *commitTracker) wait() {
 // mount and before it closes the store; fsync of a directory and the
 // report wait so.
 func (f *FS) Drain() {
+	f.draining.Add(1)
+	defer f.draining.Add(-1)
+	f.wakeSettling()
 	for deadline := time.Now().Add(releaseWait); f.open.closedUnreleased() && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
@@ -279,6 +288,10 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	}
 	size, _, _ := sf.attr()
 	pc := &pendingCommit{done: make(chan struct{})}
+	if of.hot && !f.SyncClose && f.draining.Load() == 0 {
+		pc.settling, pc.wake = true, make(chan struct{})
+	}
+	of.hot = false
 	of.pending = pc
 	passthrough := of.passthrough > 0
 	f.commits.add(1)
@@ -287,6 +300,21 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	}
 	go func() {
 		defer f.stagedBytes.Add(-size)
+		if pc.settling {
+			// Its ticket would hold the other files' commits back while
+			// it settles: it takes a new one after.
+			f.encoding.abort(bc)
+			end, qerr := n.settle(of, pc, sf), error(nil)
+			if bc = nil; end == settled {
+				bc, qerr = f.encoding.begin(func() (*chain.FileCommit, error) {
+					return f.store.BeginCommitFile(n.ino, n.path())
+				})
+			}
+			if bc == nil {
+				n.endSettled(of, pc, sf, end, qerr)
+				return
+			}
+		}
 		err := n.encodeStaged(sf, bc)
 		if chain.HostFull(err) {
 			// The save stays in its staging file until there is room
@@ -309,6 +337,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 			of.failed = err
 		} else {
 			sf.committed = true
+			f.recent.landed(n.ino)
 		}
 		of.endStage(f, n.ino, sf)
 		renamed := of.renamed
@@ -333,6 +362,28 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	return true
 }
 
+// endSettled ends the commit pc of sf, which settled with end and does not
+// run: a writer took the staging file over (it is the file's content
+// still), the file was deleted, or the commit could not be queued (err).
+func (n *Node) endSettled(of *openFile, pc *pendingCommit, sf *stagedFile, end settleEnd, err error) {
+	f := n.fsys
+	of.mu.Lock()
+	switch {
+	case end == dropped:
+		of.endStage(f, n.ino, sf)
+	case end == settled:
+		pc.err = fmt.Errorf("commit %s: could not queue it: %w", n.path(), err)
+		of.failed = pc.err
+		of.endStage(f, n.ino, sf)
+		logrus.WithError(err).Errorf("commit %s after close: its previous content stays", n.path())
+	}
+	of.pending = nil
+	close(pc.done)
+	of.mu.Unlock()
+	n.release(of, false)
+	f.commits.add(-1)
+}
+
 // encodeStaged runs bc, the commit of sf, in its turn.
 func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit) error {
 	f := n.fsys
@@ -355,6 +406,7 @@ func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit) error {
 func (of *openFile) waitCommit() {
 	for of.pending != nil {
 		pc := of.pending
+		pc.wakeUp() // a commit waiting for its file to settle runs now
 		of.mu.Unlock()
 		<-pc.done
 		of.mu.Lock()
@@ -390,11 +442,13 @@ func (n *Node) waitClosedCommit() {
 const releaseWait = time.Second
 
 // closedUnreleased reports whether of's staging file was closed by its
-// last writer and its commit has not started.
+// last writer, or a writer's close came before its release, and its commit
+// has not started.
 func (of *openFile) closedUnreleased() bool {
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	return of.stage != nil && of.pending == nil && of.awaitingSpace == 0 && of.stage.State() == staging.Closed
+	return of.stage != nil && of.pending == nil && of.awaitingSpace == 0 &&
+		(of.stage.State() == staging.Closed || of.flushedWriters > 0)
 }
 
 // adopt moves the file's committed content into the series of the name it
