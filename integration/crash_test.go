@@ -17,8 +17,9 @@ import (
 // saves is a workload of today's save idioms, run into a mount while the
 // daemon is killed: a Trainer-like rotation (a checkpoint written under a
 // temporary directory, renamed, the previous one deleted), `cp` of saves
-// made outside the mount, and the atomic-save idiom (a temporary file
-// closed, then renamed over the live name). It records, outside the mount,
+// made outside the mount, the atomic-save idiom (a temporary file closed,
+// then renamed over the live name), and a log a line is appended to at a
+// time (open with O_APPEND, write, close). It records, outside the mount,
 // what a plain filesystem would keep if the daemon were a killed training
 // process: every file whose close returned, under the names the renames
 // that returned gave it. Nothing here fsyncs.
@@ -26,10 +27,42 @@ type saves struct {
 	dir string
 	src string // saves made outside the mount, for cp
 
-	mu      sync.Mutex
-	kept    map[string]int  // path -> seed of the save it must hold
-	touched map[string]bool // paths the operation under way may change
-	doing   string
+	mu       sync.Mutex
+	kept     map[string]int  // path -> seed of the save it must hold
+	touched  map[string]bool // paths the operation under way may change
+	doing    string
+	logLines int  // lines of logName whose append's close returned
+	logOnly  bool // the workload only appends to the log
+}
+
+// logName is the log the workload appends to.
+const logName = "train.log"
+
+// logLine is line i of the log.
+func logLine(i int) []byte {
+	return []byte(fmt.Sprintf("step %06d loss %.6f %s\n", i, 1/float64(i+1), strings.Repeat("=", 160)))
+}
+
+// logOf is the log's first n lines.
+func logOf(n int) []byte {
+	var b []byte
+	for i := 0; i < n; i++ {
+		b = append(b, logLine(i)...)
+	}
+	return b
+}
+
+// appendLine appends line to the file at path, opening and closing it.
+func appendLine(path string, line []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (s *saves) step(what string, paths []string, do func() error, done func()) error {
@@ -58,7 +91,11 @@ func (s *saves) run(rng *rand.Rand, trial int, stop <-chan struct{}) {
 		default:
 		}
 		var err error
-		switch rng.Intn(3) {
+		what := rng.Intn(4)
+		if s.logOnly {
+			what = 2
+		}
+		switch what {
 		case 0:
 			err = s.rotate(rng, fmt.Sprintf("%d-%d", trial, i))
 		case 1:
@@ -76,6 +113,12 @@ func (s *saves) run(rng *rand.Rand, trial int, stop <-chan struct{}) {
 				return nil
 			}, func() { s.kept[p] = seed })
 			os.Remove(src)
+		case 2:
+			for k := 1 + rng.Intn(40); k > 0 && err == nil; k-- {
+				err = s.step("append to "+logName, []string{logName}, func() error {
+					return appendLine(filepath.Join(s.dir, logName), logLine(s.logLines))
+				}, func() { s.logLines++ })
+			}
 		default:
 			seed := rng.Intn(1_000_000)
 			err = s.step("write latest.tmp", []string{"latest.tmp"}, func() error {
@@ -183,6 +226,20 @@ func (s *saves) verify(t *testing.T, trial int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The log holds every line whose close returned, and the one being
+	// appended at the kill at most, whole.
+	if b, ok := present[logName]; ok || s.logLines > 0 {
+		n := s.logLines
+		if s.touched[logName] && bytes.Equal(b, logOf(n+1)) {
+			n++
+		}
+		if !bytes.Equal(b, logOf(n)) {
+			t.Fatalf("trial %d: %s holds %d bytes, want its %d lines closed before the kill (during %q): %d bytes",
+				trial, logName, len(b), s.logLines, s.doing, len(logOf(s.logLines)))
+		}
+		s.logLines = n
+		delete(present, logName)
+	}
 	for p, seed := range s.kept {
 		b, ok := present[p]
 		switch {
@@ -228,9 +285,27 @@ func TestKillDuringSaves(t *testing.T) {
 	t.Run("daemon-written", func(t *testing.T) { killDuringSaves(t, 20, "--no-passthrough") })
 }
 
+// TestKillDuringAppends: SIGKILL of the daemon while a log is appended to
+// a line at a time, each append opening and closing it (the lines settle
+// in the log's staging file, each writer taking it over, before a commit):
+// every line whose close returned is in the log after the remount, and the
+// one being appended at the kill is there whole or not at all.
+func TestKillDuringAppends(t *testing.T) {
+	t.Run("passthrough", func(t *testing.T) { killDuringSaves(t, 15, logOnly) })
+	t.Run("daemon-written", func(t *testing.T) { killDuringSaves(t, 10, logOnly, "--no-passthrough") })
+}
+
+// logOnly, first among killDuringSaves' flags, has it run the log's
+// workload only.
+const logOnly = "(log only)"
+
 func killDuringSaves(t *testing.T, trials int, flags ...string) {
+	only := len(flags) > 0 && flags[0] == logOnly
+	if only {
+		flags = flags[1:]
+	}
 	m := newMount(t, flags...)
-	s := &saves{dir: m.path("run"), src: t.TempDir(), kept: map[string]int{}}
+	s := &saves{dir: m.path("run"), src: t.TempDir(), kept: map[string]int{}, logOnly: only}
 	if err := os.Mkdir(s.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +320,7 @@ func killDuringSaves(t *testing.T, trials int, flags ...string) {
 		<-done
 		fsck(t, m.store)
 		m.start()
-		t.Logf("trial %d: killed during %q; %d files closed before", trial, s.doing, len(s.kept))
+		t.Logf("trial %d: killed during %q; %d files and %d log lines closed before", trial, s.doing, len(s.kept), s.logLines)
 		s.verify(t, trial)
 	}
 	m.stop()
