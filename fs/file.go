@@ -222,13 +222,16 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		h.n.NotifyContent(-1, 0)
 	}
 	of := h.of
-	only := h.n.fsys.open.writers(of) == 1
 	of.mu.Lock()
 	defer of.mu.Unlock()
 	if !h.flushed {
 		h.flushed = true
 		of.flushedWriters++
 	}
+	// The file is closed once every writer handle was: those closed before
+	// whose release has not come count as closed too (a writer that
+	// reopened the file meanwhile, then closed it).
+	only := h.n.fsys.open.writers(of) <= of.flushedWriters
 	if err := of.failed; err != nil {
 		of.failed = nil
 		return toErrno(err)
