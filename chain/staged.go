@@ -63,6 +63,11 @@ func (c *FileCommit) Abort() {
 	c.w.s.committing.end(c.family, c.w)
 }
 
+// Appended tells the commit, before Run, that the staged content is the
+// file's committed content with bytes appended after its first prefix
+// (Writer.Appended).
+func (c *FileCommit) Appended(prefix int64) { c.w.Appended(prefix) }
+
 // Run ingests f and commits it (see CommitFile). path, the file's name
 // now, decides its family, once.
 func (c *FileCommit) Run(f *os.File, path string, mtime int64) error {

@@ -35,6 +35,7 @@ type Writer struct {
 	mu      sync.Mutex
 	ingest  *ingest     // nil once committed or aborted
 	change  wear.Change // what a plain filesystem writes for the save (shadow)
+	kept    int64       // the first bytes, the file's content before, unchanged (Appended)
 	written int64       // data bytes accepted (holes not counted), for the reservation
 	mtime   int64
 	resv    int64 // backend blocks reserved for the accepted bytes (reserve.go)
@@ -121,8 +122,19 @@ func (w *Writer) take(in *ingest, p []byte, off int64) error {
 		return err
 	}
 	w.written += int64(len(p))
-	w.s.noteDirty(&w.change, off, off+int64(len(p)))
+	w.s.noteDirty(&w.change, max(off, w.kept), off+int64(len(p)))
 	return nil
+}
+
+// Appended tells the writer, before its first write, that the new content
+// is the file's committed content with bytes appended to it: its first
+// prefix bytes are unchanged, so a plain filesystem writes only the pages
+// from the one holding byte prefix on (the shadow is charged those), where
+// a save is otherwise a rewrite of the whole file.
+func (w *Writer) Appended(prefix int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.change.Truncated, w.kept = false, max(prefix, 0)
 }
 
 // ReadFrom ingests the n bytes of r at off, which must not be below Size,

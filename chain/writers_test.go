@@ -344,3 +344,49 @@ func TestSparseSaveShadow(t *testing.T) {
 	}
 	mustCheck(t, s, false)
 }
+
+// TestAppendedSaveShadow: a save that appends to the file's content (a log
+// opened with O_APPEND) costs a plain filesystem the pages from the one
+// holding the old end on, not the whole file: Writer.Appended charges the
+// shadow those. Without it the shadow counts a rewrite of the whole file
+// at every commit, and the saving on a log looks larger than it is.
+func TestAppendedSaveShadow(t *testing.T) {
+	ds := openTestStore(t, "", policy.Default())
+	defer ds.Close()
+	s := ds.Store
+	shadowPages := func() int64 { return ds.Shadow.Stats().HostPagesWritten }
+	ino := createFile(t, s, "train.log")
+	log := bytes.Repeat([]byte("step 1 loss 0.5\n"), 64<<10) // 1 MiB, 256 pages
+	commit := func(data []byte, appendedTo int64) int64 {
+		t.Helper()
+		before := shadowPages()
+		w, err := s.NewWriter(ino, pathIs("train.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if appendedTo >= 0 {
+			w.Appended(appendedTo)
+		}
+		if _, err := w.WriteAt(data, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return shadowPages() - before
+	}
+	if got := commit(log, -1); got < 256 || got > 260 {
+		t.Fatalf("the first save wrote %d shadow pages, want 256 (and a few of metadata)", got)
+	}
+	grown := append(append([]byte{}, log...), bytes.Repeat([]byte("step 2 loss 0.4\n"), 512)...) // 2 pages more
+	if got := commit(grown, int64(len(log))); got < 2 || got > 6 {
+		t.Errorf("an append of 2 pages wrote %d shadow pages, want 2 (and a few of metadata)", got)
+	}
+	if got := commit(grown, -1); got < 258 {
+		t.Errorf("a rewrite wrote %d shadow pages, want the whole file's 258", got)
+	}
+	if got := readFile(t, s, "train.log"); !bytes.Equal(got, grown) {
+		t.Fatalf("read back %d bytes, want %d", len(got), len(grown))
+	}
+	mustCheck(t, s, true)
+}
