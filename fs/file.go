@@ -172,6 +172,9 @@ func (h *handle) touch() (*stagedFile, syscall.Errno) {
 	}
 	of.dirty, sf.committed = true, false
 	sf.noteReopened()
+	if h.flags&syscall.O_APPEND == 0 {
+		sf.appendOnly = false
+	}
 	if err := sf.markWriting(h.flags&syscall.O_APPEND != 0); err != nil {
 		return nil, toErrno(err)
 	}
@@ -377,6 +380,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	// write, it is no sign that passthrough was refused.
 	plain := *h
 	plain.pt = false
+	plain.flags &^= syscall.O_APPEND // it may change any bytes
 	sf, errno := plain.touch()
 	if errno != 0 {
 		return errno

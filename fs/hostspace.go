@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"os"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -115,9 +114,7 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try 
 	if time.Since(sf.born) > f.dirtyExpire {
 		f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
 	}
-	err = sf.use(func(file *os.File) error {
-		return f.store.CommitFile(ino, sf.path(), file, stagedMtime(sf))
-	})
+	err = f.commitFileNow(ino, sf.path(), sf, sf.appended())
 	if chain.HostFull(err) {
 		try.failed(f)
 		return false, nil

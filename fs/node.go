@@ -464,7 +464,7 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 			return errno
 		}
 		if sf := of.stage; sf != nil {
-			of.dirty, sf.committed = true, false
+			of.dirty, sf.committed, sf.appendOnly = true, false, false
 			sf.noteReopened()
 			if err := sf.Mark(staging.Open); err != nil {
 				return toErrno(err)

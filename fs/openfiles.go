@@ -48,9 +48,9 @@ type openFile struct {
 	// not come yet: a writer that reopened the file before it keeps the
 	// staging file open, and Drain waits for those releases too.
 	flushedWriters int
-	// hot: a writer opened the file while its previous commit was pending
-	// or had just landed; the last writer's release lets it settle before
-	// its commit (settle.go).
+	// hot: a writer opened the file to append to while its previous
+	// commit was pending or had just landed; the last writer's release
+	// lets it settle before its commit (settle.go).
 	hot bool
 	// atimeChecked is when a read last checked the atime (Node.accessed),
 	// in Unix nanoseconds: reads check it at most once a second, the first

@@ -52,6 +52,12 @@ type stagedFile struct {
 	// write-back model, wear.go); charged: the device was charged for it.
 	born    time.Time
 	charged bool
+	// appendOnly: since it was made from the inode's committed content
+	// (appendFrom bytes), writers only appended to it (O_APPEND), so a
+	// plain filesystem writes only the pages from that end on
+	// (chain.Writer.Appended). Under the file's of.mu.
+	appendOnly bool
+	appendFrom int64
 	// closedAt is when its last writer closed it (Unix ns; 0: open for
 	// writing), for the cut a replicating store publishes (cut.go).
 	closedAt atomic.Int64
@@ -175,11 +181,18 @@ func (n *Node) stageForWrite(of *openFile, trunc, appending bool) syscall.Errno 
 		}
 		of.setStage(sf, n.fsys)
 		of.dirty = trunc
+		if appending {
+			size, _, _ := sf.attr()
+			sf.appendOnly, sf.appendFrom = true, size
+		}
 	} else if trunc {
 		if err := of.stage.use(func(f *os.File) error { return f.Truncate(0) }); err != nil {
 			return toErrno(err)
 		}
 		of.dirty, of.stage.committed = true, false
+	}
+	if !appending {
+		of.stage.appendOnly = false
 	}
 	of.stage.noteReopened()
 	return toErrno(of.stage.markWriting(appending))
@@ -490,13 +503,15 @@ func (n *Node) commitStaged(of *openFile) syscall.Errno {
 // of.mu held.
 func (n *Node) commitNow(of *openFile) syscall.Errno {
 	sf := of.stage
-	err := sf.use(func(f *os.File) error {
-		return n.fsys.store.CommitFile(n.ino, n.path(), f, stagedMtime(sf))
-	})
-	if err != nil {
+	if err := n.fsys.commitFileNow(n.ino, n.path(), sf, sf.appended()); err != nil {
 		return toErrno(err)
 	}
 	sf.committed = true
+	if in, err := n.fsys.store.Inode(n.ino); err == nil {
+		sf.appendFrom = in.Size // what is appended from now on
+	} else {
+		sf.appendOnly = false
+	}
 	if sf.State() == staging.Appending {
 		// The save it kept is committed, with what was appended to it
 		// since: a crash now keeps the committed content.
@@ -510,6 +525,34 @@ func (n *Node) commitNow(of *openFile) syscall.Errno {
 		n.fsys.markStale(n.ino)
 	}
 	return 0
+}
+
+// appended is how many of sf's first bytes are the inode's committed
+// content unchanged, writers having only appended to it, or -1. Call with
+// the file's of.mu held.
+func (sf *stagedFile) appended() int64 {
+	if !sf.appendOnly {
+		return -1
+	}
+	return sf.appendFrom
+}
+
+// commitFileNow commits sf as inode ino's content at once (fsync, a save
+// waiting for room); appended: see stagedFile.appended.
+func (f *FS) commitFileNow(ino chain.Ino, path string, sf *stagedFile, appended int64) error {
+	fc, err := f.store.BeginCommitFile(ino, path)
+	if err != nil {
+		return err
+	}
+	if appended >= 0 {
+		fc.Appended(appended)
+	}
+	mtime := stagedMtime(sf)
+	err = sf.use(func(file *os.File) error { return fc.Run(file, path, mtime) })
+	if err == errGone {
+		fc.Abort()
+	}
+	return err
 }
 
 // stagedFiles adds (d 1) or removes (d -1) sf from the files staged

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -131,4 +132,61 @@ func writeSynced(t *testing.T, name string, data []byte) {
 		t.Fatal(err)
 	}
 	closeT(t, f)
+}
+
+// TestAppendedLogWear: a log appended to (O_APPEND) costs a plain
+// filesystem the pages from its old end on, not a rewrite of the whole
+// file: the shadow is charged those (chain.Writer.Appended), so the saving
+// on logs is not overstated. A writer that rewrites the file in place is
+// charged the whole file, as before.
+func TestAppendedLogWear(t *testing.T) {
+	m := mountStore(t, filepath.Join(t.TempDir(), "store"), true)
+	name := m.path("train.log")
+	shadowPages := func() int64 {
+		m.fsys.Drain()
+		rep, err := m.ds.Report(storedir.ReportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Shadow.HostPagesWritten
+	}
+	log := bytes.Repeat([]byte("step 0 loss 1.0\n"), 64<<10) // 1 MiB: 256 pages
+	writeSynced(t, name, log)
+	before := shadowPages()
+
+	log = append(log, appendLines(t, name, 0, 100)...)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("synced\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil { // writes the shadow's dirty pages of the file
+		t.Fatal(err)
+	}
+	closeT(t, f)
+	log = append(log, "synced\n"...)
+	// Appended: about 2.3 KB, the old last page and one more, and a page
+	// or two of metadata per commit.
+	if got := shadowPages() - before; got > 16 {
+		t.Errorf("appending 2.3 KB to a 1 MiB log charged the plain filesystem %d pages, want the appended ones", got)
+	}
+	wantContent(t, name, log)
+
+	before = shadowPages()
+	f, err = os.OpenFile(name, os.O_WRONLY, 0) // in place: any bytes may change
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("STEP"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	closeT(t, f)
+	if got := shadowPages() - before; got < 256 {
+		t.Errorf("a rewrite in place charged the plain filesystem %d pages, want the whole file's", got)
+	}
 }

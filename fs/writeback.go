@@ -287,6 +287,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		of.begun = nil
 	}
 	size, _, _ := sf.attr()
+	appended := sf.appended()
 	pc := &pendingCommit{done: make(chan struct{})}
 	if of.hot && !f.SyncClose && f.draining.Load() == 0 {
 		pc.settling, pc.wake = true, make(chan struct{})
@@ -315,7 +316,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 				return
 			}
 		}
-		err := n.encodeStaged(sf, bc)
+		err := n.encodeStaged(sf, bc, appended)
 		if chain.HostFull(err) {
 			// The save stays in its staging file until there is room
 			// (hostspace.go).
@@ -384,8 +385,9 @@ func (n *Node) endSettled(of *openFile, pc *pendingCommit, sf *stagedFile, end s
 	f.commits.add(-1)
 }
 
-// encodeStaged runs bc, the commit of sf, in its turn.
-func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit) error {
+// encodeStaged runs bc, the commit of sf, in its turn; appended: see
+// stagedFile.appended.
+func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit, appended int64) error {
 	f := n.fsys
 	f.encoding.admit(bc.ticket)
 	defer f.encoding.leave()
@@ -393,8 +395,12 @@ func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit) error {
 		bc.fc.Abort() // committed at fsync, and not written since
 		return nil
 	}
+	if appended >= 0 {
+		bc.fc.Appended(appended)
+	}
 	// The family is decided here, once, by the name the file has now.
-	err := sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), stagedMtime(sf)) })
+	mtime := stagedMtime(sf)
+	err := sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), mtime) })
 	if err == errGone {
 		bc.fc.Abort()
 	}
