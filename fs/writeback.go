@@ -257,7 +257,8 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	}
 	sf := of.stage
 	bc := of.begun
-	of.begun = nil
+	hot := of.hot
+	of.begun, of.hot = nil, false
 	if sf == nil {
 		if bc != nil {
 			n.fsys.encoding.abort(bc)
@@ -289,10 +290,9 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	size, _, _ := sf.attr()
 	appended := sf.appended()
 	pc := &pendingCommit{done: make(chan struct{})}
-	if of.hot && !f.SyncClose && f.draining.Load() == 0 {
+	if hot && !f.SyncClose && f.draining.Load() == 0 {
 		pc.settling, pc.wake = true, make(chan struct{})
 	}
-	of.hot = false
 	of.pending = pc
 	passthrough := of.passthrough > 0
 	f.commits.add(1)
