@@ -174,6 +174,11 @@ func headline(r *storedir.Report) string {
 			thousands(r.DeviceSparedPages), thousands(r.ShadowSparedPages))
 	}
 	switch {
+	case r.EraseRatio == nil && d.Erases == 0 && r.DeviceDirtyPages+r.ShadowDirtyPages > 0:
+		// A preconditioned device erases too, but only once the pages
+		// are programmed.
+		line += fmt.Sprintf("; no erases yet on either device (%s of their pages are still in the page caches: they are programmed at the dirty expiry, fsync or unmount; a fresh device erases only once full: --precondition)",
+			thousands(r.DeviceDirtyPages+r.ShadowDirtyPages))
 	case r.EraseRatio == nil && d.Erases == 0:
 		line += "; no erases yet on either device (GC has not run: a fresh device; mount with --precondition to see wear)"
 	case r.EraseRatio == nil:

@@ -50,7 +50,8 @@ func TestStatsHeadlineAndOrder(t *testing.T) {
 		DeviceDirtyPages: 30, DeviceSparedPages: 7}
 	quick.Device.HostPagesWritten, quick.Shadow.HostPagesWritten = 120, 40
 	if h := headline(quick); !strings.HasPrefix(h, "wrote 50.0% more than a plain filesystem (150 against 100 pages)") ||
-		!strings.Contains(h, "25.0% less with every save written") || !strings.Contains(h, "spared ckptfs 7 pages and the plain filesystem 100") {
+		!strings.Contains(h, "25.0% less with every save written") || !strings.Contains(h, "spared ckptfs 7 pages and the plain filesystem 100") ||
+		!strings.Contains(h, "90 of their pages are still in the page caches") {
 		t.Errorf("headline with spared pages: %q", h)
 	}
 	if h := headline(&storedir.Report{}); h != "nothing written yet" {

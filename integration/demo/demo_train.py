@@ -76,7 +76,8 @@ def main():
     train = [x for x in a.train if x != "--"]
 
     step("mount ckptfs at %s through the Python API: ckptfs.mount(run, store=..., precondition=True, "
-         "device_size=\"512MiB\") (a simulated SSD preconditioned to a worn-in state, so saves cause erases)"
+         "device_size=\"512MiB\") (a simulated SSD preconditioned to a worn-in state, so that saves cause erases "
+         "once the page caches write them back: at the dirty expiry, fsync or unmount)"
          % a.run)
     with ckptfs.mount(a.run, store=a.store, precondition=True, device_size="512MiB") as m:
         print("mounted %s, ckptfs %s; saves reach the store through %s staging files (passthrough: the kernel "
@@ -99,6 +100,10 @@ def main():
 
         step("unmount (leaving the with block waits until every commit is saved)")
     print("unmounted %s" % a.run)
+
+    step("report after the unmount, which wrote both page caches back (erases and lifetime)")
+    sys.stdout.flush()
+    subprocess.run([ckptfs.binary(), "stats", "--store", a.store], check=True)
 
 
 if __name__ == "__main__":
