@@ -172,9 +172,6 @@ func (h *handle) touch() (*stagedFile, syscall.Errno) {
 	}
 	of.dirty, sf.committed = true, false
 	sf.noteReopened()
-	if h.flags&syscall.O_APPEND == 0 {
-		sf.appendOnly = false
-	}
 	if err := sf.markWriting(h.flags&syscall.O_APPEND != 0); err != nil {
 		return nil, toErrno(err)
 	}

@@ -114,7 +114,7 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try 
 	if time.Since(sf.born) > f.dirtyExpire {
 		f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
 	}
-	err = f.commitFileNow(ino, sf.path(), sf, sf.appended())
+	err = f.commitFileNow(ino, sf.path(), sf)
 	if chain.HostFull(err) {
 		try.failed(f)
 		return false, nil

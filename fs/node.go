@@ -464,9 +464,9 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 			return errno
 		}
 		if sf := of.stage; sf != nil {
-			of.dirty, sf.committed, sf.appendOnly = true, false, false
+			of.dirty, sf.committed = true, false
 			sf.noteReopened()
-			if err := sf.Mark(staging.Open); err != nil {
+			if err := sf.markWriting(false); err != nil {
 				return toErrno(err)
 			}
 			return toErrno(sf.use(func(f *os.File) error { return f.Truncate(size) }))

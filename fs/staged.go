@@ -191,9 +191,6 @@ func (n *Node) stageForWrite(of *openFile, trunc, appending bool) syscall.Errno 
 		}
 		of.dirty, of.stage.committed = true, false
 	}
-	if !appending {
-		of.stage.appendOnly = false
-	}
 	of.stage.noteReopened()
 	return toErrno(of.stage.markWriting(appending))
 }
@@ -201,8 +198,12 @@ func (n *Node) stageForWrite(of *openFile, trunc, appending bool) syscall.Errno 
 // markWriting records that a writer changes sf (its name is its record:
 // chain/staging): a writer that only appends to a closed save keeps that
 // save as the file's first bytes; otherwise the file is open, and a crash
-// keeps the committed content.
+// keeps the committed content, and sf is no longer only appended to.
+// Call with the file's of.mu held.
 func (sf *stagedFile) markWriting(appending bool) error {
+	if !appending {
+		sf.appendOnly = false
+	}
 	switch st := sf.State(); {
 	case appending && st == staging.Closed:
 		return sf.keepClosed()
@@ -503,7 +504,7 @@ func (n *Node) commitStaged(of *openFile) syscall.Errno {
 // of.mu held.
 func (n *Node) commitNow(of *openFile) syscall.Errno {
 	sf := of.stage
-	if err := n.fsys.commitFileNow(n.ino, n.path(), sf, sf.appended()); err != nil {
+	if err := n.fsys.commitFileNow(n.ino, n.path(), sf); err != nil {
 		return toErrno(err)
 	}
 	sf.committed = true
@@ -538,13 +539,13 @@ func (sf *stagedFile) appended() int64 {
 }
 
 // commitFileNow commits sf as inode ino's content at once (fsync, a save
-// waiting for room); appended: see stagedFile.appended.
-func (f *FS) commitFileNow(ino chain.Ino, path string, sf *stagedFile, appended int64) error {
+// waiting for room). Call with the file's of.mu held.
+func (f *FS) commitFileNow(ino chain.Ino, path string, sf *stagedFile) error {
 	fc, err := f.store.BeginCommitFile(ino, path)
 	if err != nil {
 		return err
 	}
-	if appended >= 0 {
+	if appended := sf.appended(); appended >= 0 {
 		fc.Appended(appended)
 	}
 	mtime := stagedMtime(sf)

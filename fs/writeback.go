@@ -369,10 +369,10 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 func (n *Node) endSettled(of *openFile, pc *pendingCommit, sf *stagedFile, end settleEnd, err error) {
 	f := n.fsys
 	of.mu.Lock()
-	switch {
-	case end == dropped:
+	switch end {
+	case dropped:
 		of.endStage(f, n.ino, sf)
-	case end == settled:
+	case settled:
 		pc.err = fmt.Errorf("commit %s: could not queue it: %w", n.path(), err)
 		of.failed = pc.err
 		of.endStage(f, n.ino, sf)
