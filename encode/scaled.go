@@ -127,7 +127,7 @@ func scaleRef(dt DType, dst, ref []byte, f float32) []byte {
 	n := len(ref) / w
 	if dt == Float32 {
 		dst := dst[:4*n]
-		for i := 0; i+4 <= len(dst); i += 4 {
+		for i := 4 * simdScale32(dst, ref, n, f); i+4 <= len(dst); i += 4 {
 			u := binary.LittleEndian.Uint32(ref[i : i+4])
 			s := math.Float32bits(math.Float32frombits(u) * f)
 			if u&0x7f800000 == 0x7f800000 {
