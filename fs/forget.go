@@ -7,19 +7,29 @@ import (
 	"github.com/ckptfs/ckptfs/chain"
 )
 
-// forgetDelay is how long a forgotten inode waits for others to be freed
-// with it. Freeing content commits synced, and the next namespace change
-// waits for that commit: `rm -rf checkpoint-N` forgets a file per unlink,
-// and one commit for the burst keeps the unlinks from each waiting for the
-// disk.
-const forgetDelay = 20 * time.Millisecond
+// Freeing content commits synced, and the next namespace change waits for
+// that commit: `rm -rf checkpoint-N` forgets a file per unlink, and one
+// commit for the burst keeps the unlinks from each waiting for the disk.
+// So a forgotten inode waits until no other has come for forgetQuiet, and
+// at most forgetMaxDelay, so that a long stream of unlinks still frees
+// space as it goes. A quiet gap rather than a fixed window: on a loaded
+// machine the unlinks of one rm -rf can span more than any short window.
+const (
+	forgetQuiet    = 20 * time.Millisecond
+	forgetMaxDelay = 500 * time.Millisecond
+)
 
 // forgetQueue collects inodes the kernel forgot and frees the orphans among
 // them in one transaction. An orphan not yet freed when the daemon dies is
 // freed by the next mount (the store's recovery), as before.
 type forgetQueue struct {
-	mu      sync.Mutex
-	pending []chain.Ino
+	// quiet and maxDelay override forgetQuiet and forgetMaxDelay when set
+	// (tests).
+	quiet, maxDelay time.Duration
+
+	mu          sync.Mutex
+	pending     []chain.Ino
+	first, last time.Time // when the oldest and the newest pending were queued
 	// running counts the batches scheduled or under way; idle is
 	// signalled when it falls to zero. (A WaitGroup would race: a batch
 	// is scheduled while Drain may wait on a count of zero.)
@@ -27,21 +37,55 @@ type forgetQueue struct {
 	idle    sync.Cond
 }
 
+func (q *forgetQueue) delays() (quiet, maxDelay time.Duration) {
+	quiet, maxDelay = forgetQuiet, forgetMaxDelay
+	if q.quiet > 0 {
+		quiet = q.quiet
+	}
+	if q.maxDelay > 0 {
+		maxDelay = q.maxDelay
+	}
+	return quiet, maxDelay
+}
+
 func (q *forgetQueue) add(f *FS, ino chain.Ino) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	now := time.Now()
 	q.pending = append(q.pending, ino)
+	q.last = now
 	if len(q.pending) == 1 {
+		q.first = now
 		q.running++
-		time.AfterFunc(forgetDelay, func() {
-			q.flush(f)
-			q.mu.Lock()
-			if q.running--; q.running == 0 && q.idle.L != nil {
-				q.idle.Broadcast()
-			}
-			q.mu.Unlock()
-		})
+		quiet, maxDelay := q.delays()
+		time.AfterFunc(min(quiet, maxDelay), func() { q.fire(f) })
 	}
+}
+
+// fire frees the batch once it has been quiet long enough, or has waited
+// the longest it may; otherwise it looks again when it would be.
+func (q *forgetQueue) fire(f *FS) {
+	q.mu.Lock()
+	if len(q.pending) > 0 {
+		quiet, maxDelay := q.delays()
+		now := time.Now()
+		wait := quiet - now.Sub(q.last)
+		if left := maxDelay - now.Sub(q.first); left < wait {
+			wait = left
+		}
+		if wait > 0 {
+			q.mu.Unlock()
+			time.AfterFunc(wait, func() { q.fire(f) })
+			return
+		}
+	}
+	q.mu.Unlock()
+	q.flush(f)
+	q.mu.Lock()
+	if q.running--; q.running == 0 && q.idle.L != nil {
+		q.idle.Broadcast()
+	}
+	q.mu.Unlock()
 }
 
 // flush frees the queued orphans that nothing uses again (a file opened by

@@ -97,3 +97,60 @@ func TestForgetQueueBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestForgetQueueWaitsForQuiet: a burst whose forgets come closer together
+// than the quiet gap is freed as one batch, however long the burst (here
+// several times the gap), as the unlinks of rm -rf on a loaded machine are.
+func TestForgetQueueWaitsForQuiet(t *testing.T) {
+	rec := &forgetRecorder{}
+	f := &FS{store: rec, open: newOpenTable()}
+	f.forgets.quiet = 200 * time.Millisecond
+	f.forgets.maxDelay = time.Minute
+	start := time.Now()
+	for ino := chain.Ino(1); ino <= 12; ino++ {
+		f.forget(ino)
+		time.Sleep(50 * time.Millisecond)
+	}
+	burst := time.Since(start)
+	rec.mu.Lock()
+	freedEarly := len(rec.batches)
+	rec.mu.Unlock()
+	f.forgets.wait(f)
+	if freedEarly != 0 {
+		t.Errorf("a batch was freed during a %v burst whose gaps were under the 200ms quiet gap", burst)
+	}
+	if len(rec.batches) != 1 || len(rec.batches[0]) != 12 {
+		t.Fatalf("batches %v, want one of 12 inodes", rec.batches)
+	}
+}
+
+// TestForgetQueueFreesLongStreams: forgets that never go quiet are still
+// freed as they come, no later than the longest delay after the oldest.
+func TestForgetQueueFreesLongStreams(t *testing.T) {
+	rec := &forgetRecorder{}
+	f := &FS{store: rec, open: newOpenTable()}
+	f.forgets.quiet = 200 * time.Millisecond
+	f.forgets.maxDelay = 100 * time.Millisecond
+	const stream = 2 * time.Second
+	deadline := time.Now().Add(stream)
+	queued, freedDuring := 0, false
+	for !freedDuring && time.Now().Before(deadline) {
+		queued++
+		f.forget(chain.Ino(queued))
+		time.Sleep(10 * time.Millisecond)
+		rec.mu.Lock()
+		freedDuring = len(rec.batches) > 0
+		rec.mu.Unlock()
+	}
+	f.forgets.wait(f)
+	if !freedDuring {
+		t.Fatalf("a stream of forgets 10ms apart for %v was not freed before it ended (maxDelay 100ms)", stream)
+	}
+	total := 0
+	for _, b := range rec.batches {
+		total += len(b)
+	}
+	if total != queued {
+		t.Fatalf("%d of %d inodes freed: %v", total, queued, rec.batches)
+	}
+}
