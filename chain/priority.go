@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 
@@ -35,7 +36,41 @@ func EncodeWorkers(nice int) int {
 	if nice > 0 && os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(2 * workers)
 	}
+	if nice > 0 {
+		if err := lowerSessionGroup(nice); err != nil {
+			logrus.WithError(err).Debug("lower the daemon's scheduling group")
+		}
+	}
 	return workers
+}
+
+// autogroupFile is where Linux keeps the nice value of the calling
+// process's session group (sched(7), "The autogroup feature").
+const autogroupFile = "/proc/self/autogroup"
+
+// lowerSessionGroup sets the nice value of this process's session group
+// (0 when the session began) to nice, when the process leads a session of
+// its own (a daemonized mount). With autogroup (the default on most
+// distributions), the scheduler shares the CPU between sessions first and
+// between their threads second, so a thread's nice value ranks it within
+// the daemon only: the daemon's session weighed as much as the whole
+// training's. Lowered as a whole, the daemon takes what the training
+// leaves, and its threads that serve the training's requests still rank
+// above its encoders. A process that does not lead its session
+// (--foreground, tests) leaves it alone: it would lower the user's shell.
+func lowerSessionGroup(nice int) error {
+	if sid, err := unix.Getsid(0); err != nil || sid != os.Getpid() {
+		return err
+	}
+	f, err := os.OpenFile(autogroupFile, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("autogroup: %w", err) // no autogroup in this kernel
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%d", nice); err != nil {
+		return fmt.Errorf("autogroup nice %d: %w", nice, err)
+	}
+	return nil
 }
 
 // lowerPriority locks the calling goroutine to its thread and lowers that

@@ -154,7 +154,7 @@ lines of type fuse.ckptfs mount too: README.md lists the options.`,
 	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks, in MiB: the references of the next saves (7/8, leaving reads at least 16 MiB) and rebuilt chunks for reads; more keeps the last save of larger checkpoints as the next one's reference instead of rebuilding it from the device (default 64)")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns with the bytes in the page cache, in the file's staging file, and the commit follows in the background; fsync waits for it)")
 	fl.BoolVar(&f.noPassthru, "no-passthrough", false, "have the daemon write the staging files of files being saved even where the kernel could serve them itself (FUSE passthrough: Linux 6.9+, root)")
-	fl.IntVar(&f.encodeNice, "encode-nice", chain.DefaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, so that a training that keeps the cores busy runs first (0: the priority of the rest of the daemon)")
+	fl.IntVar(&f.encodeNice, "encode-nice", chain.DefaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, and that of the daemon's session (its scheduling group under autogroup), so that a training that keeps the cores busy runs first (0: neither is lowered)")
 	fl.IntVar(&f.writeBackMiB, "write-back-mib", 0, "no effect: saves wait in the page cache, in their staging files, not in the daemon's memory")
 	fl.MarkDeprecated("write-back-mib", "saves wait in the page cache (staging files), not in the daemon's memory")
 	fl.DurationVar(&f.syncEvery, "sync-every", 5*time.Minute, "save the simulated device's state this often (0: only at fsync and unmount)")
