@@ -146,6 +146,38 @@ func (a *Allocator) Free(tx *Tx, exts []Extent) error {
 	return nil
 }
 
+// CheckMemory reports, through problem, pages the allocator would hand out
+// that the persisted free list in tx does not hold: a drift of its memory
+// from the store, which would fail every later commit of those pages (or
+// hand one file's pages to another). Memory may hold fewer free pages than
+// the database (reservations, frees not yet durable), never more.
+func (a *Allocator) CheckMemory(tx *Tx, problem func(format string, args ...any)) error {
+	persisted, err := tx.FreeExtents(a.space)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	mem := append([]Extent(nil), a.free.exts...)
+	a.mu.Unlock()
+	j := 0
+	for _, e := range mem {
+		for j < len(persisted) && persisted[j].End() <= e.Start {
+			j++
+		}
+		if j == len(persisted) || persisted[j].Start > e.Start || persisted[j].End() < e.End() {
+			problem("free in memory %v, not in one free extent of the store (%s)", e, nearExtent(persisted, j))
+		}
+	}
+	return nil
+}
+
+func nearExtent(exts []Extent, i int) string {
+	if i < len(exts) {
+		return fmt.Sprintf("the next is %v", exts[i])
+	}
+	return "none follows"
+}
+
 // FreeExtents lists the persisted free list of space in address order.
 func (tx *Tx) FreeExtents(space Space) ([]Extent, error) {
 	var out []Extent
@@ -163,34 +195,33 @@ func (tx *Tx) putFree(space Space, e Extent) error {
 	return tx.bucket(space.bucket()).Put(u64key(uint64(e.Start)), u64key(uint64(e.Len)))
 }
 
-// addFree inserts e into the persisted free list, merging with neighbours.
+// addFree inserts e into the persisted free list, merging with neighbours:
+// the list holds no two touching extents, as the allocator's memory does
+// not, so that a run memory hands out is inside one record.
 func (tx *Tx) addFree(space Space, e Extent) error {
 	b := tx.bucket(space.bucket())
 	c := b.Cursor()
 	k, v := c.Seek(u64key(uint64(e.Start)))
+	var next *Extent
 	if k != nil {
-		next := Extent{Start: int64(keyU64(k)), Len: int64(keyU64(v))}
+		next = &Extent{Start: int64(keyU64(k)), Len: int64(keyU64(v))}
 		if next.Start < e.End() {
-			return fmt.Errorf("overlaps free extent %v: %w", next, ErrBadExtent)
+			return fmt.Errorf("overlaps free extent %v: %w", *next, ErrBadExtent)
 		}
-		if next.Start == e.End() {
-			e.Len += next.Len
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		c.Seek(u64key(uint64(e.Start)))
-		k, v = c.Prev()
-	} else {
-		k, v = c.Last()
 	}
-	if k != nil {
-		prev := Extent{Start: int64(keyU64(k)), Len: int64(keyU64(v))}
+	if pk, pv := prevItem(c, k); pk != nil {
+		prev := Extent{Start: int64(keyU64(pk)), Len: int64(keyU64(pv))}
 		if prev.End() > e.Start {
 			return fmt.Errorf("overlaps free extent %v: %w", prev, ErrBadExtent)
 		}
 		if prev.End() == e.Start {
 			e = Extent{Start: prev.Start, Len: prev.Len + e.Len}
+		}
+	}
+	if next != nil && next.Start == e.End() {
+		e.Len += next.Len
+		if err := b.Delete(u64key(uint64(next.Start))); err != nil {
+			return err
 		}
 	}
 	return tx.putFree(space, e)
@@ -202,7 +233,7 @@ func (tx *Tx) removeFree(space Space, e Extent) error {
 	c := b.Cursor()
 	k, v := c.Seek(u64key(uint64(e.Start)))
 	if k == nil || int64(keyU64(k)) > e.Start {
-		k, v = c.Prev()
+		k, v = prevItem(c, k)
 	}
 	if k == nil {
 		return fmt.Errorf("not free: %w", ErrBadExtent)

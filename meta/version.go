@@ -119,7 +119,7 @@ func (tx *Tx) Chunks(dst []Chunk, id VersionID, from int64, max int) ([]Chunk, e
 	k, b := cur.Seek(start)
 	// The chunk containing from starts at or before it: step back one.
 	if k == nil || !bytes.HasPrefix(k, prefix) || int64(keyU64(k[9:])) > from {
-		if pk, pb := cur.Prev(); pk != nil && bytes.HasPrefix(pk, prefix) {
+		if pk, pb := prevItem(cur, k); pk != nil && bytes.HasPrefix(pk, prefix) {
 			k, b = pk, pb
 		} else {
 			k, b = cur.Seek(start) // restore the position
