@@ -251,5 +251,5 @@ func (a *Accounts) CheckShadow(tx *meta.Tx, problem func(kind, format string, ar
 		return err
 	}
 	storage.CheckCover(used, free, a.metaPages, a.shadow.LogicalPages(), "shadow", problem)
-	return nil
+	return a.shAlloc.CheckMemory(tx, func(f string, args ...any) { problem("allocator", "shadow: "+f, args...) })
 }

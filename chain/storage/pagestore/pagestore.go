@@ -173,7 +173,7 @@ func (s *Store) Check(tx *meta.Tx, used []storage.Owned, problem func(kind, form
 		return err
 	}
 	storage.CheckCover(used, free, s.first, s.end, "device", problem)
-	return nil
+	return s.alloc.CheckMemory(tx, func(f string, args ...any) { problem("allocator", "device: "+f, args...) })
 }
 
 // Sync makes written pages durable.
