@@ -37,15 +37,43 @@ func (s *Store) unpin(id meta.VersionID) {
 }
 
 // pinnedOrDefer reports whether id is pinned, and if so remembers to retry
-// freeing it when the pin goes.
-func (s *Store) pinnedOrDefer(id meta.VersionID) bool {
+// freeing it when the pin goes. If not, id is marked as being freed in tx
+// until tx commits or rolls back: a reader cannot pin it meanwhile
+// (pinForRead), so none starts on pages about to be freed.
+func (s *Store) pinnedOrDefer(mtx *meta.Tx, id meta.VersionID) bool {
 	s.pinMu.Lock()
 	defer s.pinMu.Unlock()
 	if s.pins[id] > 0 {
 		s.deferred[id] = true
 		return true
 	}
+	s.freeing[id] = true
+	mtx.OnCommit(func() {
+		s.freedSeq.Add(1) // before the mark goes: see pinForRead
+		s.pinMu.Lock()
+		delete(s.freeing, id)
+		s.pinMu.Unlock()
+	})
+	mtx.OnRollback(func() {
+		s.pinMu.Lock()
+		delete(s.freeing, id)
+		s.pinMu.Unlock()
+	})
 	return false
+}
+
+// pinForRead pins version id for one read, unless it is being freed. It
+// returns the count of versions freed so far, read after the pin: a reader
+// that checked its version exists at that count knows it still does.
+func (s *Store) pinForRead(id meta.VersionID) (freed uint64, ok bool) {
+	s.pinMu.Lock()
+	if s.freeing[id] {
+		s.pinMu.Unlock()
+		return 0, false
+	}
+	s.pins[id]++
+	s.pinMu.Unlock()
+	return s.freedSeq.Load(), true
 }
 
 // claim is what a release gives up on a version.
@@ -78,7 +106,7 @@ func (tx *txn) releaseVersion(id meta.VersionID, c claim) error {
 			}
 		}
 		c = dependentClaim
-		if v.Live || v.Dependents > 0 || tx.s.pinnedOrDefer(id) {
+		if v.Live || v.Dependents > 0 || tx.s.pinnedOrDefer(tx.mtx, id) {
 			return tx.mtx.PutVersion(v)
 		}
 		if err := tx.freeVersion(v); err != nil {

@@ -58,11 +58,12 @@ func (r *Reader) readAhead(start, end int64) {
 	r.lastEnd = max(r.lastEnd, end)
 	r.ra.ahead = max(r.ra.ahead, start)
 	r.ra.want = max(r.ra.want, min(r.size, r.lastEnd+r.ra.window))
-	for r.ra.running < r.s.workers && r.ra.ahead < r.ra.want {
+	for r.ra.running < r.s.workers && r.ra.ahead < r.ra.want && !r.s.closing.Load() {
 		if r.ra.running == 0 {
 			readingAhead.Add(1)
 		}
 		r.ra.running++
+		r.s.ahead.Add(1)
 		go r.rebuildAhead()
 	}
 }
@@ -71,11 +72,15 @@ func (r *Reader) readAhead(start, end int64) {
 // time, until the window is done. A chunk that fails is left for the read
 // that needs it to report.
 func (r *Reader) rebuildAhead() {
+	defer r.s.ahead.Done()
 	for {
 		c, ok := r.nextAhead()
 		if !ok {
 			return
 		}
+		// No pin: a chunk of a version freed meanwhile fails its checksum
+		// and is dropped, and the free is not put off for chunks nobody
+		// will read.
 		_, _ = r.s.chunkPlain(r.id, c.Offset)
 	}
 }
@@ -84,7 +89,7 @@ func (r *Reader) rebuildAhead() {
 func (r *Reader) nextAhead() (meta.Chunk, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.ra.ahead < r.ra.want {
+	for r.ra.ahead < r.ra.want && !r.s.closing.Load() {
 		c, err := r.chunkForLocked(r.ra.ahead)
 		if err != nil {
 			break

@@ -34,7 +34,8 @@ type Reader struct {
 	crcOff  int64
 	lastEnd int64
 	ra      readAheadState
-	noTier  bool // SkipTier
+	noTier  bool   // SkipTier
+	checked uint64 // Store.freedSeq when the version was last seen to exist
 }
 
 // OpenVersion opens a committed version for reading.
@@ -43,6 +44,7 @@ func (s *Store) OpenVersion(id meta.VersionID) (*Reader, error) {
 	if id == 0 {
 		return r, nil // empty file
 	}
+	r.checked = s.freedSeq.Load()
 	err := s.db.View(func(tx *meta.Tx) error {
 		v, err := tx.Version(id)
 		if err != nil {
@@ -69,11 +71,52 @@ func (r *Reader) Version() meta.VersionID { return r.id }
 // Size is the version's length in bytes.
 func (r *Reader) Size() int64 { return r.size }
 
-// ReadAt reads len(p) bytes at off; fewer, with io.EOF, at the end.
+// hold pins the reader's version for the length of one read, so that a
+// commit that replaces the file's content frees it only after the read:
+// otherwise the read would find its chunk records gone or, worse, decode
+// pages another save has since been given. It fails with ErrNotFound when
+// the version is gone already (the file's content is a newer one).
+func (r *Reader) hold() (release func(), err error) {
+	if r.id == 0 {
+		return func() {}, nil
+	}
+	freed, ok := r.s.pinForRead(r.id)
+	release = func() { r.s.unpin(r.id) }
+	if !ok {
+		return nil, fmt.Errorf("version %d is being freed: %w", r.id, ErrNotFound)
+	}
+	r.mu.Lock()
+	checked := r.checked
+	r.mu.Unlock()
+	if freed == checked {
+		return release, nil // no version was freed since it was seen
+	}
+	err = r.s.db.View(func(tx *meta.Tx) error {
+		_, err := tx.Version(r.id)
+		return err
+	})
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("read version %d: %w", r.id, err)
+	}
+	r.mu.Lock()
+	r.checked = max(r.checked, freed)
+	r.mu.Unlock()
+	return release, nil
+}
+
+// ReadAt reads len(p) bytes at off; fewer, with io.EOF, at the end. Once
+// its version is freed (a newer commit replaced it), it fails with
+// ErrNotFound.
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	if off >= r.size {
 		return 0, io.EOF
 	}
+	release, err := r.hold()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	start := off
 	n := 0
 	r.readAhead(start, min(r.size, off+int64(len(p))))
@@ -144,6 +187,11 @@ func (r *Reader) checkWhole() error {
 // bytes, and returns where it ends (off if the chunk has content): a deep
 // check of a 64 GiB sparse file reads none of its hole.
 func (r *Reader) skipZeros(off int64) (int64, error) {
+	release, err := r.hold()
+	if err != nil {
+		return off, err
+	}
+	defer release()
 	end, err := r.zerosEnd(off)
 	if err != nil || end == off {
 		return off, err
@@ -177,6 +225,14 @@ func (r *Reader) zerosEnd(off int64) (int64, error) {
 // (a hole nobody wrote, or zeros written), and the end of the file is one.
 // It returns the size when there is none.
 func (r *Reader) SeekExtent(off int64, data bool) (int64, error) {
+	if off >= r.size {
+		return r.size, nil
+	}
+	release, err := r.hold()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	for off < r.size {
 		c, err := r.chunkFor(off)
 		if err != nil {

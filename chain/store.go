@@ -106,6 +106,11 @@ type Store struct {
 	pinMu      sync.Mutex
 	pins       map[meta.VersionID]int
 	deferred   map[meta.VersionID]bool // pinned versions whose release waits
+	freeing    map[meta.VersionID]bool // freed by a transaction not yet committed
+	freedSeq   atomic.Uint64           // versions freed (committed) so far
+	// readAhead's goroutines hold pins: Close stops and waits for them.
+	ahead   sync.WaitGroup
+	closing atomic.Bool
 
 	committed func(meta.VersionID, int64) // told of each commit (OnCommitted)
 	// waitingStaged: staging files kept by RecoverStaged for want of room
@@ -122,7 +127,7 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	}
 	s := &Store{db: db, data: data, wear: accounts, blockSize: data.BlockSize(), pol: opts.Policy,
 		workers: opts.Workers, encodeNice: opts.EncodeNice, now: opts.Now, pins: map[meta.VersionID]int{},
-		deferred: map[meta.VersionID]bool{}}
+		deferred: map[meta.VersionID]bool{}, freeing: map[meta.VersionID]bool{}}
 	if s.workers <= 0 {
 		s.workers = runtime.GOMAXPROCS(0)
 	}
@@ -164,6 +169,8 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 // Close stops the workers. The caller closes the database and devices.
 func (s *Store) Close() {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		s.ahead.Wait()
 		close(s.jobs)
 		if s.stopFlusher != nil {
 			close(s.stopFlusher)
