@@ -42,7 +42,7 @@ func Open(m Media, o Options, useStored bool) (*Store, error) {
 		logrus.Warnf("store %s: recovered %d saves closed before the daemon stopped", filepath.Dir(m.DB.Path()), n)
 	}
 	if w := len(s.waitingStaged); w > 0 {
-		logrus.Warnf("store %s: %d saves closed before the daemon stopped wait in their staging files for room on the host filesystem", filepath.Dir(m.DB.Path()), w)
+		logrus.Warnf("store %s: %d saves closed before the daemon stopped wait in their staging files for their commits", filepath.Dir(m.DB.Path()), w)
 	}
 	return s, nil
 }

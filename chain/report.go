@@ -65,6 +65,11 @@ type Summary struct {
 	// SavesWaitingForRoom counts a mount's saves kept in their staging
 	// files because their commits found no room on the host filesystem.
 	SavesWaitingForRoom int64 `json:"saves_waiting_for_room,omitempty"`
+	// SavesRetrying counts a mount's saves kept in their staging files
+	// after their commits failed otherwise, to be tried again;
+	// CommitsFailed the failed commits of closed files since the mount.
+	SavesRetrying int64 `json:"saves_retrying,omitempty"`
+	CommitsFailed int64 `json:"commits_failed,omitempty"`
 }
 
 // Contents lists the store's series and files, and what reads cost.

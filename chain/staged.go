@@ -122,14 +122,21 @@ func HostFull(err error) bool {
 		(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT))
 }
 
+// KeptStaged is a staging file RecoverStaged kept: a save closed before
+// the daemon died whose commit failed with Cause.
+type KeptStaged struct {
+	staging.Entry
+	Cause error
+}
+
 // RecoverStaged ingests the staging files a daemon that died left closed
 // and uncommitted, and deletes the rest: a file still open at the death
 // keeps its previous content (one opened to append to its closed save
 // keeps that save). Staging files of inodes that no longer exist
-// (unlinked since) are deleted. A closed one that finds no room on the host
-// to be committed is kept, for the filesystem to adopt
-// (TakeWaitingStaged): a full disk must not keep the store from opening,
-// nor lose the save.
+// (unlinked since) are deleted. A closed one whose commit fails (no room
+// on the host, a full device, any error) is kept, for the filesystem to
+// adopt (TakeWaitingStaged): a failure must not keep the store from
+// opening, nor lose the save.
 func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
 	entries, err := dir.List()
 	if err != nil {
@@ -142,13 +149,14 @@ func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
 		if e.State == staging.Closed {
 			s.dropWaitingStaged(e.Ino) // an inode's newer save wins
 			ok, err := s.recoverOne(e)
-			if HostFull(err) {
-				logrus.WithError(err).Warnf("staging file %s: no room on the host to commit it: it is kept", e.Path)
-				s.waitingStaged = append(s.waitingStaged, e)
-				continue
-			}
 			if err != nil {
-				return ingested, err
+				if HostFull(err) {
+					logrus.WithError(err).Warnf("staging file %s: no room on the host to commit it: it is kept", e.Path)
+				} else {
+					logrus.WithError(err).Errorf("staging file %s: its commit failed: it is kept, and tried again", e.Path)
+				}
+				s.waitingStaged = append(s.waitingStaged, KeptStaged{Entry: e, Cause: err})
+				continue
 			}
 			if ok {
 				ingested++
@@ -200,10 +208,10 @@ func (s *Store) dropWaitingStaged(ino uint64) {
 	s.waitingStaged = kept
 }
 
-// TakeWaitingStaged returns, once, the staging files RecoverStaged kept
-// for want of room on the host: saves closed before the daemon died, to be
-// served and committed by the filesystem (fs.FS.AdoptStaged).
-func (s *Store) TakeWaitingStaged() []staging.Entry {
+// TakeWaitingStaged returns, once, the staging files RecoverStaged kept:
+// saves closed before the daemon died, to be served and committed by the
+// filesystem (fs.FS.AdoptStaged).
+func (s *Store) TakeWaitingStaged() []KeptStaged {
 	w := s.waitingStaged
 	s.waitingStaged = nil
 	return w

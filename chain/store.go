@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ckptfs/ckptfs/chain/staging"
 	"os"
 	"runtime"
 	"sync"
@@ -113,9 +112,9 @@ type Store struct {
 	closing atomic.Bool
 
 	committed func(meta.VersionID, int64) // told of each commit (OnCommitted)
-	// waitingStaged: staging files kept by RecoverStaged for want of room
-	// on the host (TakeWaitingStaged).
-	waitingStaged []staging.Entry
+	// waitingStaged: staging files kept by RecoverStaged, whose commits
+	// failed (TakeWaitingStaged).
+	waitingStaged []KeptStaged
 }
 
 // NewStore assembles a store from an open metadata database, the backend

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"errors"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -23,6 +24,22 @@ import (
 // simulated device being full is another matter: the device is the store's
 // capacity, and that commit fails as a plain filesystem's write would
 // (chain.ErrNoSpace): the file keeps its previous content.
+//
+// A commit that fails for any other reason (an error of the store, the
+// device or the metadata) is treated the same way: a closed file is never
+// dropped for a failure the writer could not see. Its staging file stays,
+// closed, as the file's content, the failure is reported by the next fsync
+// or close of the file and counted in the report (commits_failed,
+// saves_retrying), and the commit is tried again after a backoff from one
+// second to a minute, or at the store's next open.
+
+// keepStaged reports whether a failed commit keeps its staging file for a
+// later try: every failure but the simulated device being full (reported to
+// the writer as ENOSPC, as a plain filesystem's write would be), the file's
+// deletion, and a staging file that is no longer the file's.
+func keepStaged(err error) bool {
+	return err != nil && err != errGone && !errors.Is(err, chain.ErrNoSpace) && !errors.Is(err, chain.ErrNotFound)
+}
 
 // hostSpacePoll is how often a save waiting for room looks at the host
 // filesystem's free space.
@@ -42,21 +59,33 @@ func (f *FS) hostFree() (int64, bool) {
 	return int64(st.Bavail) * st.Bsize, true
 }
 
-// commitWhenRoom keeps sf, the staging file of inode ino whose commit
-// failed with cause for want of room on the host, as the file's content
-// until there is room, and commits it then. It ends without committing
+// commitLater keeps sf, the staging file of inode ino whose commit failed
+// with cause (keepStaged), as the file's content, and commits it once the
+// host has room (a full host) or once its backoff has passed (any other
+// failure). counted, if not nil, is called once the save counts as kept
+// (Drain and the report see it). It ends without committing
 // when the commit is no longer its to make: a writer took the file over,
 // fsync committed it, the file was deleted and is no longer open, or the
 // filesystem shuts down (the staging file then stays closed, for the
 // store's next open). It holds of (as a handle) until it ends.
-func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause error) {
-	logrus.WithError(cause).Warnf("%s: no room on the host filesystem of the store to commit it: it stays in its staging file, and is committed once there is room", sf.path())
+func (f *FS) commitLater(ino chain.Ino, of *openFile, sf *stagedFile, cause error, counted func()) {
+	waiting := &f.waitingForRoom
+	if chain.HostFull(cause) {
+		logrus.WithError(cause).Warnf("%s: no room on the host filesystem of the store to commit it: it stays in its staging file, and is committed once there is room", sf.path())
+	} else {
+		waiting = &f.retrying
+		f.commitsFailed.Add(1)
+		logrus.WithError(cause).Errorf("commit %s after close failed: it stays in its staging file, and its commit is tried again", sf.path())
+	}
 	of.mu.Lock()
 	of.awaitingSpace++
 	of.mu.Unlock()
-	f.waitingForRoom.Add(1)
-	defer f.waitingForRoom.Add(-1)
-	try := roomTry{}
+	waiting.Add(1)
+	defer waiting.Add(-1)
+	if counted != nil {
+		counted()
+	}
+	try := roomTry{host: chain.HostFull(cause)}
 	try.failed(f)
 	tick := time.NewTicker(hostSpacePoll)
 	defer tick.Stop()
@@ -71,7 +100,7 @@ func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause e
 		default:
 		}
 		of.mu.Lock()
-		done, err := f.tryCommitWhenRoom(ino, of, sf, &try)
+		done, err := f.tryCommitLater(ino, of, sf, &try)
 		if done {
 			of.awaitingSpace--
 		}
@@ -90,10 +119,10 @@ func (f *FS) commitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, cause e
 	}
 }
 
-// tryCommitWhenRoom is one look of commitWhenRoom; it reports whether it is
-// done, and the error of a commit that failed other than for room. Call
+// tryCommitLater is one look of commitLater; it reports whether it is
+// done, and the error of a commit that failed for good (keepStaged). Call
 // with of.mu held.
-func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try *roomTry) (bool, error) {
+func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *roomTry) (bool, error) {
 	if of.stage != sf || of.pending != nil || f.open.writers(of) > 0 {
 		return true, nil // a writer took it over: its release commits it
 	}
@@ -115,12 +144,18 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try 
 		f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
 	}
 	err = f.commitFileNow(ino, sf.path(), sf)
-	if chain.HostFull(err) {
+	if keepStaged(err) {
+		if try.host = chain.HostFull(err); !try.host {
+			f.commitsFailed.Add(1)
+			of.failed = err // reported by the next fsync or close
+			logrus.WithError(err).Errorf("commit %s after close failed again: it stays in its staging file", sf.path())
+		}
 		try.failed(f)
 		return false, nil
 	}
 	if err == nil {
 		sf.committed = true
+		of.failed = nil // the failure reported before is mended
 	}
 	of.endStage(f, ino, sf)
 	of.renamed = false // committed under its name now
@@ -128,13 +163,14 @@ func (f *FS) tryCommitWhenRoom(ino chain.Ino, of *openFile, sf *stagedFile, try 
 	return true, err
 }
 
-// roomTry decides when a save waiting for room is tried again: when the
-// host has more room than at the last failed try (a delta may need far
-// less than the file), or room for the file stored as it is, and not
-// sooner than a backoff that doubles with each failure, up to a minute: a
-// failure that room does not explain (a quota, which statfs does not show)
-// then costs no write each second.
+// roomTry decides when a kept save is tried again: not sooner than a
+// backoff that doubles with each failure, up to a minute, and for a save
+// waiting for room, when the host has more room than at the last failed
+// try (a delta may need far less than the file), or room for the file
+// stored as it is: a failure that room does not explain (a quota, which
+// statfs does not show) then costs no write each second.
 type roomTry struct {
+	host  bool  // the last failure was for room on the host
 	free  int64 // the host's room after the last failure
 	fails int
 	next  time.Time
@@ -150,21 +186,24 @@ func (r *roomTry) due(f *FS, size int64) bool {
 	if time.Now().Before(r.next) {
 		return false
 	}
+	if !r.host {
+		return true
+	}
 	free, ok := f.hostFree()
 	return ok && (free >= r.free+(1<<20) || free >= size+size/8+(1<<20))
 }
 
 // AdoptStaged takes over the staging files of saves that a daemon that
-// died left closed and that the store's open could not commit for want of
-// room on the host (chain.Store.TakeWaitingStaged): each is the content of
-// its file until it is committed, as at run time.
-func (f *FS) AdoptStaged(entries []staging.Entry) error {
+// died left closed and that the store's open could not commit
+// (chain.Store.TakeWaitingStaged): each is the content of its file until
+// it is committed, as at run time.
+func (f *FS) AdoptStaged(entries []chain.KeptStaged) error {
 	dir, err := f.stagingDir()
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		file, err := dir.Reopen(e)
+		file, err := dir.Reopen(e.Entry)
 		if err != nil {
 			return err
 		}
@@ -173,12 +212,12 @@ func (f *FS) AdoptStaged(entries []staging.Entry) error {
 			p, _ := f.store.PathOf(ino)
 			return p
 		}}
-		of := f.open.acquire(ino) // the hold commitWhenRoom lets go
+		of := f.open.acquire(ino) // the hold commitLater lets go
 		of.mu.Lock()
 		of.setStage(sf, f)
 		of.dirty = true
 		of.mu.Unlock()
-		go f.commitWhenRoom(ino, of, sf, chain.ErrHostFull)
+		go f.commitLater(ino, of, sf, e.Cause, nil)
 	}
 	return nil
 }
@@ -186,13 +225,21 @@ func (f *FS) AdoptStaged(entries []staging.Entry) error {
 // SavesWaitingForRoom is the number of saves waiting for room on the host.
 func (f *FS) SavesWaitingForRoom() int64 { return f.waitingForRoom.Load() }
 
+// SavesRetrying is the number of saves kept in their staging files after
+// a commit that failed other than for room, waiting to be tried again.
+func (f *FS) SavesRetrying() int64 { return f.retrying.Load() }
+
+// CommitsFailed counts the commits of closed files that failed and were
+// kept to be tried again (keepStaged), since the mount.
+func (f *FS) CommitsFailed() int64 { return f.commitsFailed.Load() }
+
 // Shutdown ends the filesystem's background work once the server has
 // stopped and Drain returned: the staging files kept only as the kernel's
 // backing files are deleted, and the saves waiting for room on the host
 // stay in their staging files, closed, for the store's next open.
 func (f *FS) Shutdown() {
 	f.quitOnce.Do(func() { close(f.quit) })
-	f.roomMu.Lock() // no try of commitWhenRoom runs past this
+	f.roomMu.Lock() // no try of commitLater runs past this
 	f.roomMu.Unlock()
 	f.dropBackings()
 }

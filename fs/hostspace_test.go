@@ -17,7 +17,7 @@ func TestRoomTryBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &FS{Staging: dir}
-	var r roomTry
+	r := roomTry{host: true}
 	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}
 	for i, w := range want {
 		before := time.Now()
@@ -35,5 +35,9 @@ func TestRoomTryBackoff(t *testing.T) {
 	}
 	if r.due(f, 1<<62) {
 		t.Error("due with no more room than at the failure, and not room for the file")
+	}
+	// A save kept after another failure is due once its backoff ends.
+	if r.host = false; !r.due(f, 1<<62) {
+		t.Error("a save kept after a failure other than room: not due when its backoff ended")
 	}
 }

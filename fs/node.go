@@ -63,8 +63,12 @@ type FS struct {
 	quit     chan struct{} // closed by Shutdown
 	quitOnce sync.Once
 	roomMu   sync.RWMutex // held by the tries of saves waiting for room (hostspace.go)
-	// waitingForRoom counts the saves waiting for room on the host.
+	// waitingForRoom counts the saves waiting for room on the host;
+	// retrying those kept after another failure, commitsFailed the
+	// failures (hostspace.go).
 	waitingForRoom atomic.Int64
+	retrying       atomic.Int64
+	commitsFailed  atomic.Int64
 
 	recent   recentCommits // commits landed in the last moments (settle.go)
 	draining atomic.Int32  // Drains under way: no commit settles meanwhile

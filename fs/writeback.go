@@ -317,15 +317,18 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 			}
 		}
 		err := n.encodeStaged(sf, bc, appended)
-		if chain.HostFull(err) {
-			// The save stays in its staging file until there is room
-			// (hostspace.go).
+		if keepStaged(err) {
+			// The save stays in its staging file, the file's content,
+			// and is committed later (hostspace.go).
 			of.mu.Lock()
 			of.pending = nil
+			if !chain.HostFull(err) {
+				of.failed = err // reported by the next fsync or close
+			}
 			close(pc.done) // waiters go on with the staged content
 			of.mu.Unlock()
-			f.commits.add(-1) // a save waiting for room holds back no drain
-			f.commitWhenRoom(n.ino, of, sf, err)
+			// A kept save holds back no drain.
+			f.commitLater(n.ino, of, sf, err, func() { f.commits.add(-1) })
 			return
 		}
 		if time.Since(sf.born) > f.dirtyExpire {

@@ -39,6 +39,9 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 	if n := r.SavesWaitingForRoom; n > 0 {
 		fmt.Fprintf(out, "\n%d saves wait in their staging files for room on the store's host filesystem (its log says which)", n)
 	}
+	if n := r.CommitsFailed; n > 0 {
+		fmt.Fprintf(out, "\n%d commits of closed files failed since the mount; %d saves wait in their staging files to be tried again (the log says why)", n, r.SavesRetrying)
+	}
 	fmt.Fprint(out, "\n\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tckptfs\tplain fs (shadow)\tratio\t")

@@ -215,6 +215,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 		rep.Store = f.store
 		rep.SaveMode = fsys.Mode()
 		rep.SavesWaitingForRoom = fsys.SavesWaitingForRoom()
+		rep.SavesRetrying, rep.CommitsFailed = fsys.SavesRetrying(), fsys.CommitsFailed()
 		rt := chain.ReadRuntime()
 		rep.Runtime = &rt
 		return json.MarshalIndent(withRemote(rep, up), "", "  ")
