@@ -188,15 +188,14 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if off+int64(len(data)) > maxFileSize {
 		return 0, syscall.EFBIG
 	}
+	// off is where the kernel puts the bytes, at the end for an O_APPEND
+	// write (it keeps the size: every write of the inode passes through
+	// it). A handle's O_APPEND does not move it: the kernel also writes
+	// back pages dirtied through a shared mapping through any writable
+	// handle of the inode, at their own offsets, and moving them to the
+	// end doubled a file (TestRandomOps).
 	var n int
 	err := sf.use(func(f *os.File) error {
-		if h.flags&syscall.O_APPEND != 0 {
-			st, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			off = st.Size()
-		}
 		var err error
 		n, err = f.WriteAt(data, off)
 		return err
