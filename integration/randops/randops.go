@@ -284,9 +284,16 @@ type side struct {
 type Runner struct {
 	sides [2]side
 	step  int
-	// Writers, when set, is told of each open for writing and close, by
-	// the reference's inode (the kill test's record of closed content).
-	Writers func(ino uint64, path string, opened bool)
+	// Writers, when set, is told of each open for writing (with the
+	// reference file's content before it) and of its close (with the
+	// content then), and Synced of
+	// each fsync and fdatasync through a writable handle (with the
+	// content then), by the reference's inode: the kill test's record of
+	// what a file may hold when its daemon dies.
+	Writers func(ino uint64, before []byte, opened bool)
+	Synced  func(ino uint64, content []byte)
+	// writable marks the reference's slots opened for writing.
+	writable [Slots]bool
 }
 
 // NewRunner runs sequences in root (the filesystem under test) and ref,
@@ -318,14 +325,15 @@ func (r *Runner) Close() {
 	}
 }
 
-// Forget drops the handles of the tree under test without closing them
-// (its daemon was killed: they are dead) and closes the reference's.
+// Forget closes every handle of both trees after the daemon of the tree
+// under test was killed (its handles are dead), telling Writers nothing.
 func (r *Runner) Forget() {
 	for k, f := range r.sides[1].slots {
 		if f != nil {
 			f.Close()
 		}
 		r.sides[1].slots[k] = nil
+		r.writable[k] = false
 		if g := r.sides[0].slots[k]; g != nil {
 			g.Close()
 		}
@@ -487,13 +495,21 @@ func (s *side) apply(op Op, r *Runner, i int) (res result) {
 		if f := s.slots[op.Slot]; f != nil {
 			s.close(op.Slot, r, i)
 		}
+		writing := op.Flags&(os.O_WRONLY|os.O_RDWR) != 0
+		var before []byte
+		if i == 1 && writing && r.Writers != nil {
+			before, _ = os.ReadFile(s.path(op.Path))
+		}
 		f, err := os.OpenFile(s.path(op.Path), op.Flags, 0o644)
 		if err != nil {
 			return fail(err)
 		}
 		s.slots[op.Slot] = f
-		if i == 1 && r.Writers != nil && op.Flags&(os.O_WRONLY|os.O_RDWR) != 0 {
-			r.Writers(inoOf(f), op.Path, true)
+		if i == 1 {
+			r.writable[op.Slot] = writing
+			if writing && r.Writers != nil {
+				r.Writers(inoOf(f), before, true)
+			}
 		}
 	case Close:
 		if _, ok := slot(op.Slot); !ok {
@@ -534,16 +550,32 @@ func (s *side) apply(op Op, r *Runner, i int) (res result) {
 		if !ok {
 			return result{err: unix.EBADF}
 		}
+		var err error
 		if op.Kind == Fsync {
-			return fail(unix.Fsync(int(f.Fd())))
+			err = unix.Fsync(int(f.Fd()))
+		} else {
+			err = unix.Fdatasync(int(f.Fd()))
 		}
-		return fail(unix.Fdatasync(int(f.Fd())))
+		if i == 1 && err == nil && r.writable[op.Slot] && r.Synced != nil {
+			// The inode's content, whatever its name now.
+			if b, rerr := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); rerr == nil {
+				r.Synced(inoOf(f), b)
+			}
+		}
+		return fail(err)
 	case MmapWrite:
 		f, ok := slot(op.Slot)
 		if !ok {
 			return result{err: unix.EBADF}
 		}
-		return fail(mmapWrite(f, op))
+		err := mmapWrite(f, op)
+		if i == 1 && err == nil && r.Synced != nil {
+			// msync(MS_SYNC) is an fsync of the file (FUSE sends one).
+			if b, rerr := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); rerr == nil {
+				r.Synced(inoOf(f), b)
+			}
+		}
+		return fail(err)
 	case Fallocate:
 		f, ok := slot(op.Slot)
 		if !ok {
@@ -597,8 +629,12 @@ func (s *side) apply(op Op, r *Runner, i int) (res result) {
 func (s *side) close(k int, r *Runner, i int) error {
 	f := s.slots[k]
 	s.slots[k] = nil
-	if i == 1 && r.Writers != nil {
-		r.Writers(inoOf(f), "", false)
+	if i == 1 && r.writable[k] {
+		r.writable[k] = false
+		if r.Writers != nil {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+			r.Writers(inoOf(f), b, false)
+		}
 	}
 	return f.Close()
 }
