@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,6 +95,17 @@ type mount struct {
 	store string
 	args  []string
 	env   []string // added to the daemon's environment
+	// allowed are the error lines the test provokes (allowErrors).
+	allowed []*regexp.Regexp
+}
+
+// allowErrors declares the errors a test provokes: the daemon's log is
+// part of every verdict, and a line at level error or fatal that matches
+// none of these patterns fails the test.
+func (m *mount) allowErrors(patterns ...string) {
+	for _, p := range patterns {
+		m.allowed = append(m.allowed, regexp.MustCompile(p))
+	}
 }
 
 // newMount mounts a fresh store in a temp dir; extra flags go to mount.
@@ -158,6 +171,21 @@ func (m *mount) checkLog() {
 		if i := bytes.Index(b, []byte(bad)); i >= 0 {
 			m.t.Errorf("daemon log reports %q:\n%.3000s", bad, b[i:])
 		}
+	}
+	unexpected := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "level=error") && !strings.Contains(line, "level=fatal") {
+			continue
+		}
+		if slices.ContainsFunc(m.allowed, func(re *regexp.Regexp) bool { return re.MatchString(line) }) {
+			continue
+		}
+		if unexpected++; unexpected <= 5 {
+			m.t.Errorf("daemon logged an error the test did not expect: %.600s", line)
+		}
+	}
+	if unexpected > 5 {
+		m.t.Errorf("... and %d more error lines", unexpected-5)
 	}
 }
 

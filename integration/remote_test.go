@@ -413,6 +413,7 @@ func TestRemoteCorruptObject(t *testing.T) {
 	f.Close()
 
 	r := replicaMount(t, srv)
+	r.allowErrors(`checksum mismatch`, `is corrupt: its SHA-256`, `msg="corrupt data"`)
 	if _, err := os.ReadFile(r.path("victim.bin")); err == nil || !strings.Contains(err.Error(), "input/output error") {
 		t.Errorf("read of the corrupted file: %v, want EIO", err)
 	}

@@ -40,3 +40,10 @@ PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} CKPTFS_BINARY=$BIN "$PY" integratio
 
 step "fsck --deep of the unmounted store (rebuild every file, check every chunk)"
 "$BIN" fsck --deep --store "$STORE"
+
+step "the daemon's log: no error"
+if grep -E 'level=(error|fatal)|panic:' "$STORE/ckptfs.log"; then
+	echo "demo: the daemon logged errors (above)" >&2
+	exit 1
+fi
+echo "no error in $(wc -l <"$STORE/ckptfs.log") lines of $STORE/ckptfs.log"
