@@ -16,7 +16,7 @@ export CKPTFS_REQUIRE_DEPS := 1
 export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
 export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
-.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin wheel xfstests fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin wheel xfstests stress fuzz report clean series
 
 all: build
 
@@ -130,9 +130,19 @@ wheel: build
 # The generic "quick" group of fstests (xfstests, from ../shared/xfstests/)
 # against ckptfs mounts through mount -t fuse.ckptfs: pass/fail/not-run, and
 # a failure on any test not in integration/xfstests/expected-failures.txt.
-# Root; about 25 minutes; not part of make test (docs/POSIX.md).
+# Twice: in numeric order, then the stress tests first; a daemon's error in
+# its log fails it too. Root; about 50 minutes; not part of make test
+# (docs/POSIX.md).
 xfstests: build
 	BIN=$(BIN) integration/xfstests/run.sh
+
+# The random-operation tests (in process and against the binary, with
+# SIGKILLs) and fsstress, seed after seed, for STRESS_MINUTES (default 60),
+# until one fails (integration/stress.sh; docs/POSIX.md). Root, like
+# xfstests: it builds fsstress from ../shared/xfstests/.
+STRESS_MINUTES ?= 60
+stress: deps build
+	STRESS_MINUTES=$(STRESS_MINUTES) BIN=$(BIN) integration/stress.sh
 
 # Codec ratio and speed table (docs/CODECS.md).
 report: series

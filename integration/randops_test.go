@@ -27,13 +27,23 @@ func randopsTrials(quick, long int) int {
 	return quick
 }
 
+// randopsFirst is the first seed or trial (CKPTFS_RANDOPS_SEED; make
+// stress moves it on from batch to batch).
+func randopsFirst() int64 {
+	if n, err := strconv.ParseInt(os.Getenv("CKPTFS_RANDOPS_SEED"), 10, 64); err == nil {
+		return n
+	}
+	return 1
+}
+
 // TestRandomOpsBinary runs the random-operation sequences of
 // integration/randops against the binary, three at once in one mount,
 // in both save modes, compared with a plain directory; the daemon's log
 // and fsck are part of the verdict (mount.stop, fsck).
 func TestRandomOpsBinary(t *testing.T) {
 	inEachSaveMode(t, func(t *testing.T, flags ...string) {
-		for seed := int64(1); seed <= int64(randopsTrials(2, 20)); seed++ {
+		first := randopsFirst()
+		for seed := first; seed < first+int64(randopsTrials(2, 20)); seed++ {
 			m := newMount(t, flags...)
 			ref := t.TempDir()
 			var wg sync.WaitGroup
@@ -109,7 +119,8 @@ func (c *closedContents) synced(ino uint64, content []byte) {
 // then goes on in the new mount. Both save modes.
 func TestRandomOpsKill(t *testing.T) {
 	inEachSaveMode(t, func(t *testing.T, flags ...string) {
-		for trial := int64(1); trial <= int64(randopsTrials(3, 30)); trial++ {
+		first := randopsFirst()
+		for trial := first; trial < first+int64(randopsTrials(3, 30)); trial++ {
 			rng := rand.New(rand.NewSource(trial))
 			m := newMount(t, flags...)
 			// A kill interrupts what the daemon was doing; recovery logs

@@ -18,6 +18,7 @@
 #   XFSTESTS_ORDERS the passes (default "numeric stress-first"; "numeric"
 #                   with XFSTESTS_TESTS)
 #   XFSTESTS_REPORT=1  only the summary of the last run's logs
+#   XFSTESTS_BUILD_ONLY=1  only install and build fstests (make stress)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$(realpath "${BIN:-$root/bin/ckptfs}")
@@ -61,6 +62,9 @@ if [ ! -e "$stamp" ]; then
 		exit 1
 	}
 	touch "$stamp"
+fi
+if [ -n "${XFSTESTS_BUILD_ONLY:-}" ]; then
+	exit 0
 fi
 
 # The users and group fstests' permission tests run as.
