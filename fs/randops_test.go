@@ -117,6 +117,11 @@ func runRandomSeed(t *testing.T, seed int64, daemonWritten bool) bool {
 // replayFails runs ops alone in a fresh mount and reports whether they
 // disagree with the reference.
 func replayFails(t *testing.T, ops []randops.Op, daemonWritten bool) bool {
+	return runAlone(t, ops, daemonWritten) != nil
+}
+
+// runAlone runs ops alone in a fresh mount against a fresh reference.
+func runAlone(t *testing.T, ops []randops.Op, daemonWritten bool) error {
 	m := randomMount(t, daemonWritten)
 	defer m.stop()
 	r, err := randops.NewRunner(m.path("w"), filepath.Join(t.TempDir(), "w"))
@@ -124,7 +129,7 @@ func replayFails(t *testing.T, ops []randops.Op, daemonWritten bool) bool {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	return r.Run(ops, 0) != nil
+	return r.Run(ops, 0)
 }
 
 // randopsRegressions are sequences TestRandomOps found, shrunk: each ran
@@ -144,14 +149,7 @@ func TestRandomOpsRegressions(t *testing.T) {
 	for name, ops := range randopsRegressions {
 		for _, daemonWritten := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/daemon-written=%v", name, daemonWritten), func(t *testing.T) {
-				m := randomMount(t, daemonWritten)
-				defer m.stop()
-				r, err := randops.NewRunner(m.path("w"), filepath.Join(t.TempDir(), "w"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
-				if err := r.Run(ops, 0); err != nil {
+				if err := runAlone(t, ops, daemonWritten); err != nil {
 					t.Fatal(err)
 				}
 			})
