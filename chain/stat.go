@@ -65,6 +65,16 @@ type FSStat struct {
 	Inodes    uint64
 }
 
+// SpaceBytes is the backend's size and its free bytes less those fallocate
+// holds for files being written: Statfs without the inode count, cheap
+// enough for every write.
+func (s *Store) SpaceBytes() (total, free int64) {
+	total, free = s.data.Space()
+	free = max(0, free-s.reservedFiles())
+	bs := int64(s.blockSize)
+	return total * bs, free * bs
+}
+
 // Statfs reports the backend's space and what is free in it: its free
 // blocks less those fallocate holds for files being written
 // (ReserveSpace), which a plain filesystem would have allocated already.

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -195,7 +196,20 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	// handle of the inode, at their own offsets, and moving them to the
 	// end doubled a file (TestRandomOps).
 	var n int
+	fsys := h.n.fsys
 	err := sf.use(func(f *os.File) error {
+		if fsys.spaceLow() {
+			st, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			// The file stored raw, in whole pages, and the pack's last one.
+			ps := int64(fsys.store.Statfs().PageSize)
+			end := off + int64(len(data))
+			if need := (end+ps-1)/ps*ps + ps; end > st.Size() && need > fsys.deviceAvail() {
+				return fmt.Errorf("write of %s to %d: %d bytes free on the device: %w", h.n.path(), end, fsys.deviceAvail(), chain.ErrNoSpace)
+			}
+		}
 		var err error
 		n, err = f.WriteAt(data, off)
 		return err
@@ -266,9 +280,26 @@ func (f *FS) spaceTight(sf *stagedFile) bool {
 	if !ok {
 		return false
 	}
-	st := f.store.Statfs()
-	free := st.FreePages*int64(st.PageSize) - f.stagedBytes.Load()
-	return size+size/8+(1<<20) > free
+	return size+size/8+(1<<20) > f.deviceAvail()
+}
+
+// deviceAvail is the simulated device's free bytes less what the closed
+// saves waiting for their commits may take.
+func (f *FS) deviceAvail() int64 {
+	_, free := f.store.SpaceBytes()
+	return free - f.stagedBytes.Load()
+}
+
+// spaceLow reports whether the simulated device is close enough to full
+// that writes must be seen to be refused: under a sixteenth of it free, at
+// most 1 GiB. A new writer is then served by the daemon, not through
+// passthrough, and a write that grows its file past what the device still
+// holds fails with ENOSPC, as on a full plain filesystem, instead of
+// succeeding into the staging file and failing only at close, which a
+// shell never checks (sh -c 'echo data > f' exited 0 and left f empty).
+func (f *FS) spaceLow() bool {
+	total, _ := f.store.SpaceBytes()
+	return f.deviceAvail() < min(total/16, 1<<30)
 }
 
 // Fsync commits the staged content and makes the store durable: the save

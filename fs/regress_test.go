@@ -243,10 +243,10 @@ func fillDevice(t *testing.T, m *testMount) {
 	}
 }
 
-// TestCloseFailsWhenFull: writes go to the staging file on the host, so on
-// a full simulated device the error comes at close: with space tight, close
-// commits before it returns (staged.go, spaceTight), reports ENOSPC, and the
-// file keeps its previous content.
+// TestCloseFailsWhenFull: on a full simulated device a write that grows the
+// file fails with ENOSPC (spaceLow); one accepted into the staging file
+// fails at close: with space tight, close commits before it returns
+// (spaceTight), reports ENOSPC, and the file keeps its previous content.
 func TestCloseFailsWhenFull(t *testing.T) {
 	m := newTestMount(t)
 	fillDevice(t, m)
@@ -254,10 +254,13 @@ func TestCloseFailsWhenFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The write fails already (spaceLow), or else the close does.
 	if _, err = f.Write(randomBytes(7, 64<<10)); err != nil {
-		t.Fatalf("write into the staging file: %v", err)
+		wantErrno(t, "write on a full device", err, syscall.ENOSPC)
+		f.Close()
+	} else {
+		wantErrno(t, "close on a full device", f.Close(), syscall.ENOSPC)
 	}
-	wantErrno(t, "close on a full device", f.Close(), syscall.ENOSPC)
 	m.fsys.Drain()
 	// The kernel drops its cached size of the rejected save (a notification
 	// sent after close returned).

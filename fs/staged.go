@@ -376,7 +376,9 @@ func (n *Node) chooseMode(of *openFile, writable, direct bool) (*stagedFile, boo
 	if !writable {
 		n.readerOpened(of) // before Open decides whether the kernel keeps its cache
 	}
-	if !f.PassthroughOn() || of.cached > 0 || direct && of.passthrough == 0 {
+	// A writer on a nearly full device is served by the daemon, which sees
+	// its writes and refuses those the device cannot hold (spaceLow).
+	if !f.PassthroughOn() || of.cached > 0 || of.passthrough == 0 && (direct || writable && f.spaceLow()) {
 		of.cached++
 		return nil, false
 	}

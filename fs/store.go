@@ -61,6 +61,7 @@ type Store interface {
 
 	// The whole store.
 	Statfs() chain.FSStat
+	SpaceBytes() (total, free int64)
 	SyncData() error
 	// The plain filesystem the shadow stands for: its page cache.
 	ModelShadowWriteBack(expire time.Duration, limitBytes int64)
