@@ -16,7 +16,18 @@ cd "$root"
 minutes=${STRESS_MINUTES:-60}
 BIN=$(realpath "${BIN:-bin/ckptfs}")
 work=$(mktemp -d /tmp/ckptfs-stress.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# The tests mount below their temporary directories: under $work, so that
+# a run stopped midway leaves no mount behind (a dead FUSE mount hangs
+# every df on the machine).
+cleanup() {
+	awk -v w="$work/" '$3 ~ /^fuse/ && index($2, w) == 1 {print $2}' /proc/mounts | while read -r mp; do
+		umount -l "$mp" 2>/dev/null || true
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+export TMPDIR=$work/tmp
+mkdir -p "$TMPDIR"
 
 go test -c -o "$work/fs.test" ./fs
 go test -c -o "$work/integration.test" ./integration
