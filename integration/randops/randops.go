@@ -654,6 +654,11 @@ func mmapWrite(f *os.File, op Op) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		// A directory opened read-only: its size is the filesystem's own
+		// (4096 on ext4, 0 on ckptfs), so the mapping is not tried.
+		return unix.EACCES
+	}
 	if st.Size == 0 || op.Off >= st.Size {
 		return nil
 	}
