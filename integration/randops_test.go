@@ -219,3 +219,25 @@ func checkClosed(t *testing.T, trial int64, k int, r *randops.Runner, cc *closed
 		t.Fatalf("trial %d, kill before step %d: %v", trial, k, err)
 	}
 }
+
+// TestRandomOpsRegressions runs the shrunk sequences the random-operation
+// tests found (randops.Regressions) against the binary, in both save modes.
+func TestRandomOpsRegressions(t *testing.T) {
+	inEachSaveMode(t, func(t *testing.T, flags ...string) {
+		m := newMount(t, flags...)
+		ref := t.TempDir()
+		i := 0
+		for name, ops := range randops.Regressions {
+			i++
+			r, err := randops.NewRunner(m.path(fmt.Sprintf("r%d", i)), filepath.Join(ref, fmt.Sprintf("r%d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.Run(ops, 0)
+			r.Close()
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	})
+}
