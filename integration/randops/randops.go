@@ -563,10 +563,7 @@ func (s *side) apply(op Op, r *Runner, i int) (res result) {
 			err = unix.Fdatasync(int(f.Fd()))
 		}
 		if i == 1 && err == nil && r.writable[op.Slot] && r.Synced != nil {
-			// The inode's content, whatever its name now.
-			if b, rerr := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); rerr == nil {
-				r.Synced(inoOf(f), b)
-			}
+			r.Synced(inoOf(f), contentOf(f))
 		}
 		return fail(err)
 	case MmapWrite:
@@ -580,9 +577,7 @@ func (s *side) apply(op Op, r *Runner, i int) (res result) {
 		err := mmapWrite(f, op)
 		if i == 1 && err == nil && r.Synced != nil {
 			// msync(MS_SYNC) is an fsync of the file (FUSE sends one).
-			if b, rerr := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); rerr == nil {
-				r.Synced(inoOf(f), b)
-			}
+			r.Synced(inoOf(f), contentOf(f))
 		}
 		return fail(err)
 	case Fallocate:
@@ -641,11 +636,17 @@ func (s *side) close(k int, r *Runner, i int) error {
 	if i == 1 && r.writable[k] {
 		r.writable[k] = false
 		if r.Writers != nil {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
-			r.Writers(inoOf(f), b, false)
+			r.Writers(inoOf(f), contentOf(f), false)
 		}
 	}
 	return f.Close()
+}
+
+// contentOf reads the content of f's inode, whatever its name now (nil if
+// it cannot): through /proc, since f may be open write-only.
+func contentOf(f *os.File) []byte {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	return b
 }
 
 func inoOf(f *os.File) uint64 {
