@@ -57,6 +57,11 @@ func checkGoldenStore(t *testing.T, dir, manifestPath string, provenance bool, w
 		t.Fatal(err)
 	}
 	defer ds.Close()
+	// The first open reads the device state files as the store was made
+	// (page map format 1), the second as this build wrote them at close.
+	if !ds.Dev.StateRestored() || !ds.Shadow.StateRestored() {
+		t.Errorf("device state not restored: %s; %s", ds.Dev.StateReason(), ds.Shadow.StateReason())
+	}
 	manifest, err := os.Open(manifestPath)
 	if err != nil {
 		t.Fatal(err)

@@ -231,12 +231,4 @@ func (f *ftl) invalidate(ppn int32) {
 	}
 }
 
-func (f *ftl) liveLogical() int64 {
-	var n int64
-	for lpn := range f.l2p {
-		if f.l2p.get(int32(lpn)) >= 0 {
-			n++
-		}
-	}
-	return n
-}
+func (f *ftl) liveLogical() int64 { return f.l2p.mapped }

@@ -54,3 +54,16 @@ func runWorkload(t testing.TB, cfg Config, w Workload) Stats {
 	}
 	return s.Stats()
 }
+
+// equal reports whether m and o map the same entries.
+func (m *pageMap) equal(o *pageMap) bool {
+	if m.n != o.n || m.mapped != o.mapped {
+		return false
+	}
+	for i := int32(0); i < m.n; i++ {
+		if m.get(i) != o.get(i) {
+			return false
+		}
+	}
+	return true
+}

@@ -131,20 +131,25 @@ func (f *ftl) checkMaps() error {
 	}
 	var live int64
 	counts := make([]int32, len(f.state))
-	for ppn := range f.p2l {
-		lpn := f.p2l.get(int32(ppn))
-		if lpn < 0 {
-			continue
+	var err error
+	f.p2l.each(func(ppn, lpn int32) {
+		if err != nil {
+			return
 		}
-		b := int32(ppn) / f.pages
-		if int32(ppn)%f.pages >= written[b] {
-			return bad("physical page %d (block %d) holds logical page %d but was never programmed", ppn, b, lpn)
+		b := ppn / f.pages
+		if ppn%f.pages >= written[b] {
+			err = bad("physical page %d (block %d) holds logical page %d but was never programmed", ppn, b, lpn)
+			return
 		}
-		if lpn >= f.nLogical || f.l2p.get(lpn) != int32(ppn) {
-			return bad("physical page %d claims logical page %d, which maps elsewhere", ppn, lpn)
+		if lpn >= f.nLogical || f.l2p.get(lpn) != ppn {
+			err = bad("physical page %d claims logical page %d, which maps elsewhere", ppn, lpn)
+			return
 		}
 		counts[b]++
 		live++
+	})
+	if err != nil {
+		return err
 	}
 	for b, c := range counts {
 		if c != f.valid[b] {
@@ -152,15 +157,18 @@ func (f *ftl) checkMaps() error {
 		}
 	}
 	var mapped int64
-	for lpn := range f.l2p {
-		ppn := f.l2p.get(int32(lpn))
-		if ppn < 0 {
-			continue
+	f.l2p.each(func(lpn, ppn int32) {
+		if err != nil {
+			return
 		}
-		if ppn >= int32(len(f.p2l)) || f.p2l.get(ppn) != int32(lpn) {
-			return bad("logical page %d maps to physical %d, which does not map back", lpn, ppn)
+		if ppn >= f.p2l.len() || f.p2l.get(ppn) != lpn {
+			err = bad("logical page %d maps to physical %d, which does not map back", lpn, ppn)
+			return
 		}
 		mapped++
+	})
+	if err != nil {
+		return err
 	}
 	if mapped != live {
 		return bad("%d live logical pages but %d valid physical pages", mapped, live)

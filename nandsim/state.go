@@ -23,16 +23,18 @@ import (
 // full, so a file that passes the CRC but lies still cannot corrupt the FTL.
 const (
 	stateMagic   = "NANDSIM\x00"
-	stateVersion = 1
+	stateVersion = 2 // 1: the page map dense, one delta per logical page
 	headerLen    = 8 + 4 + 8
 	trailerLen   = 8 + 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// encodeState serialises f. The page map is coded as zigzag varint deltas
-// between consecutive entries, which sequentially written data makes small
-// and repetitive, then deflated.
+// encodeState serialises f. The page map is coded as its mapped entries
+// only (their count, then per entry the gap since the last mapped logical
+// page and the zigzag delta of the physical page), which sequentially
+// written data makes small and repetitive, then deflated: the file and the
+// time to write it follow the pages stored, not the capacity.
 func encodeState(f *ftl) []byte {
 	var out bytes.Buffer
 	out.WriteString(stateMagic)
@@ -75,12 +77,13 @@ func encodeState(f *ftl) []byte {
 			w.list(f, dd.buckets[v], base)
 		}
 	}
-	prev := int64(-1)
-	for lpn := range f.l2p {
-		p := f.l2p.get(int32(lpn))
-		w.varint(int64(p) - prev)
-		prev = int64(p)
-	}
+	w.uvarint(uint64(f.l2p.mapped))
+	prevL, prevP := int64(-1), int64(-1)
+	f.l2p.each(func(lpn, ppn int32) {
+		w.uvarint(uint64(int64(lpn) - prevL - 1))
+		w.varint(int64(ppn) - prevP)
+		prevL, prevP = int64(lpn), int64(ppn)
+	})
 	w.w.Flush()
 	zw.Close()
 
@@ -106,7 +109,7 @@ func (f *ftl) snapshot() *ftl {
 	c.clock.chipFree = slices.Clone(f.clock.chipFree)
 	c.clock.busFree = slices.Clone(f.clock.busFree)
 	c.clock.busy = slices.Clone(f.clock.busy)
-	c.p2l, c.valid, c.afterGC = nil, nil, nil // not saved
+	c.p2l, c.valid, c.afterGC = pageMap{}, nil, nil // not saved
 	return &c
 }
 

@@ -33,8 +33,9 @@ func decodeState(data []byte, cfg Config) (*ftl, error) {
 	if string(data[:8]) != stateMagic {
 		return nil, fmt.Errorf("%w: bad magic %q", ErrBadState, data[:8])
 	}
-	if v := binary.LittleEndian.Uint32(data[8:]); v != stateVersion {
-		return nil, fmt.Errorf("%w: version %d, this build reads %d", ErrBadState, v, stateVersion)
+	version := binary.LittleEndian.Uint32(data[8:])
+	if version < 1 || version > stateVersion {
+		return nil, fmt.Errorf("%w: version %d, this build reads 1 to %d", ErrBadState, version, stateVersion)
 	}
 	body := data[:len(data)-4]
 	if sum := binary.LittleEndian.Uint32(data[len(data)-4:]); sum != crc32.Checksum(body, castagnoli) {
@@ -47,12 +48,12 @@ func decodeState(data []byte, cfg Config) (*ftl, error) {
 	if payloadLen != uint64(len(data)-headerLen-trailerLen) {
 		return nil, fmt.Errorf("%w: payload length %d does not match file", ErrBadState, payloadLen)
 	}
-	return decodePayload(data[headerLen:len(data)-trailerLen], cfg)
+	return decodePayload(data[headerLen:len(data)-trailerLen], cfg, version)
 }
 
 // decodePayload rebuilds an ftl from a deflated payload. Every value is
 // range-checked before use, and the result must pass check().
-func decodePayload(payload []byte, cfg Config) (*ftl, error) {
+func decodePayload(payload []byte, cfg Config, version uint32) (*ftl, error) {
 	// Inflate whole, bounded by the largest payload cfg can produce: a
 	// small file must not inflate into gigabytes.
 	limit := maxPayload(cfg)
@@ -120,24 +121,12 @@ func decodePayload(payload []byte, cfg Config) (*ftl, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	prev := int64(-1)
-	for lpn := range f.l2p {
-		p := prev + r.varint()
-		if r.err != nil {
-			return nil, r.err
+	if version == 1 {
+		if err := decodeDenseMap(f, r); err != nil {
+			return nil, err
 		}
-		if p < -1 || p >= int64(len(f.p2l)) {
-			return nil, fmt.Errorf("%w: logical page %d maps to physical %d, out of range", ErrBadState, lpn, p)
-		}
-		f.l2p.set(int32(lpn), int32(p))
-		prev = p
-		if p >= 0 {
-			if f.p2l.get(int32(p)) >= 0 {
-				return nil, fmt.Errorf("%w: physical page %d mapped twice", ErrBadState, p)
-			}
-			f.p2l.set(int32(p), int32(lpn))
-			f.valid[p/int64(f.pages)]++
-		}
+	} else if err := decodeSparseMap(f, r); err != nil {
+		return nil, err
 	}
 	if len(r.b) > 0 {
 		return nil, fmt.Errorf("%w: %d bytes of trailing data after the page map", ErrBadState, len(r.b))
@@ -150,6 +139,61 @@ func decodePayload(payload []byte, cfg Config) (*ftl, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadState, err)
 	}
 	return f, nil
+}
+
+// decodeDenseMap reads a version 1 page map: one delta per logical page.
+func decodeDenseMap(f *ftl, r *decoder) error {
+	prev := int64(-1)
+	for lpn := int32(0); lpn < f.l2p.len(); lpn++ {
+		p := prev + r.varint()
+		if r.err != nil {
+			return r.err
+		}
+		if err := f.mapLoaded(lpn, p); err != nil {
+			return err
+		}
+		prev = p
+	}
+	return nil
+}
+
+// decodeSparseMap reads a version 2 page map: the mapped entries only.
+func decodeSparseMap(f *ftl, r *decoder) error {
+	n := r.int("mapped pages", 0, int64(f.l2p.len()))
+	prevL, prevP := int64(-1), int64(-1)
+	for i := int64(0); i < n; i++ {
+		lpn := prevL + 1 + r.int("logical page gap", 0, int64(f.l2p.len())-prevL-2)
+		p := prevP + r.varint()
+		if r.err != nil {
+			return r.err
+		}
+		if p < 0 {
+			return fmt.Errorf("%w: logical page %d maps to physical %d, out of range", ErrBadState, lpn, p)
+		}
+		if err := f.mapLoaded(int32(lpn), p); err != nil {
+			return err
+		}
+		prevL, prevP = lpn, p
+	}
+	return r.err
+}
+
+// mapLoaded maps lpn to p (-1: none) as read from a state file, refusing
+// pages out of range and physical pages mapped twice.
+func (f *ftl) mapLoaded(lpn int32, p int64) error {
+	if p < -1 || p >= int64(f.p2l.len()) {
+		return fmt.Errorf("%w: logical page %d maps to physical %d, out of range", ErrBadState, lpn, p)
+	}
+	if p < 0 {
+		return nil
+	}
+	if f.p2l.get(int32(p)) >= 0 {
+		return fmt.Errorf("%w: physical page %d mapped twice", ErrBadState, p)
+	}
+	f.l2p.set(lpn, int32(p))
+	f.p2l.set(int32(p), lpn)
+	f.valid[p/int64(f.pages)]++
+	return nil
 }
 
 func bucketPtrs(dd *die) []*blockList {
@@ -166,7 +210,7 @@ func maxPayload(cfg Config) int64 {
 	const v = binary.MaxVarintLen64
 	blocks, dies := cfg.TotalBlocks(), int64(cfg.Dies())
 	return 9*v + 8*(1+int64(cfg.Channels)) + dies*4*v + blocks*(1+2*v) +
-		dies*int64(cfg.PagesPerBlock+2)*v + blocks*v + cfg.LogicalPages()*v
+		dies*int64(cfg.PagesPerBlock+2)*v + blocks*v + v + cfg.LogicalPages()*2*v
 }
 
 // decoder reads fields from the front of b; the first error sticks and

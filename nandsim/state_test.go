@@ -70,7 +70,7 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	before := s.Stats()
 	s.mu.Lock()
-	l2p := slices.Clone(s.f.l2p)
+	l2p := s.f.l2p.clone()
 	s.mu.Unlock()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Errorf("stats changed over reopen:\n%+v\n%+v", a, b)
 	}
 	s.mu.Lock()
-	same := slices.Equal(l2p, s.f.l2p)
+	same := l2p.equal(&s.f.l2p)
 	s.mu.Unlock()
 	if !same {
 		t.Error("page map changed over reopen")
@@ -167,7 +167,7 @@ func TestCorruptOrMissingStateIsSurvived(t *testing.T) {
 			b, _ := os.ReadFile(p)
 			binary.LittleEndian.PutUint32(b[8:], stateVersion+1)
 			return os.WriteFile(p, b, 0o600)
-		}, "version 2"},
+		}, "version 3"},
 		{"not a state file", func(p string) error { return os.WriteFile(p, bytes.Repeat([]byte("x"), 100), 0o600) }, "bad magic"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
