@@ -237,7 +237,12 @@ type report struct {
 	EveryCommitRatio float64 `json:"written_volume_ratio_every_commit"`
 	// WaitingForRoom: saves kept staged for want of room on the host.
 	WaitingForRoom int64 `json:"saves_waiting_for_room"`
-	Files          []struct {
+	Capacity       struct {
+		UsableBytes int64  `json:"usable_bytes"`
+		FlashBytes  int64  `json:"flash_bytes"`
+		Source      string `json:"source"`
+	} `json:"capacity"`
+	Files []struct {
 		Path  string `json:"path"`
 		Depth uint32 `json:"chain_depth"`
 	} `json:"files"`

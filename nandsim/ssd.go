@@ -108,6 +108,16 @@ func (s *SSD) restore(opts Options) error {
 // Config is the device's configuration.
 func (s *SSD) Config() Config { return s.cfg }
 
+// MemoryBytes estimates the memory the device holds: its per-block state
+// twice (the copy a state save encodes) and its page maps, which grow with
+// the pages mapped, counted twice for the room to grow and the copy.
+func (s *SSD) MemoryBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	const perBlock = 4 + 4 + 8 + 1 + 4 + 4 // valid, erases, stamp, state, list links
+	return 2*perBlock*s.cfg.TotalBlocks() + 2*(s.f.l2p.bytes()+s.f.p2l.bytes())
+}
+
 // PageSize is the size of one page in bytes.
 func (s *SSD) PageSize() int { return s.cfg.PageSize }
 

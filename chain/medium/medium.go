@@ -69,6 +69,9 @@ type Options struct {
 	// Device is the simulated SSD of a new store (zero: StoreDevice). An
 	// existing store keeps its geometry.
 	Device nandsim.Config
+	// DeviceSource says where a new store's device size came from (the
+	// flag, the host filesystem); the store records it for its report.
+	DeviceSource string
 	// Backend keeps a new store's chunks (empty: SSD). An existing store
 	// keeps the one it recorded; asking for another is an error.
 	Backend string
@@ -100,6 +103,8 @@ type Medium struct {
 	Staging *staging.Dir
 	// IsNew: the store was created by this Open.
 	IsNew bool
+	// DeviceSource says where the device's size came from.
+	DeviceSource string
 }
 
 // metaRegion is the size of the device region metadata writes are accounted
@@ -130,11 +135,12 @@ func Open(dir string, o Options) (*Medium, error) {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	cfg, isNew, err := deviceConfig(db, o.Device)
+	cfg, isNew, err := deviceConfig(db, o.Device, o.DeviceSource)
 	if err != nil {
 		return fail(err)
 	}
 	m.IsNew = isNew
+	m.DeviceSource = deviceSource(db, cfg)
 	if m.BackendName, err = backendName(db, o.Backend, isNew); err != nil {
 		return fail(err)
 	}
@@ -216,8 +222,8 @@ func StoreDevice() nandsim.Config {
 }
 
 // deviceConfig returns the store's device geometry, recording want (or the
-// default) for a new store.
-func deviceConfig(db *meta.DB, want nandsim.Config) (cfg nandsim.Config, isNew bool, err error) {
+// default) and where its size came from for a new store.
+func deviceConfig(db *meta.DB, want nandsim.Config, source string) (cfg nandsim.Config, isNew bool, err error) {
 	err = db.Update(func(tx *meta.Tx) error {
 		if b := tx.Config("device"); b != nil {
 			if err := json.Unmarshal(b, &cfg); err != nil {
@@ -228,15 +234,45 @@ func deviceConfig(db *meta.DB, want nandsim.Config) (cfg nandsim.Config, isNew b
 		isNew = true
 		cfg = want
 		if cfg.Channels == 0 {
-			cfg = StoreDevice()
+			cfg, source = StoreDevice(), ""
 		}
 		if err := cfg.Validate(); err != nil {
 			return err
+		}
+		if source == "" && cfg == StoreDevice() {
+			source = PaperDeviceSource
+		}
+		if source != "" {
+			if err := tx.SetConfig("device-source", []byte(source)); err != nil {
+				return err
+			}
 		}
 		b, _ := json.Marshal(cfg)
 		return tx.SetConfig("device", b)
 	})
 	return cfg, isNew, err
+}
+
+// PaperDeviceSource is the recorded source of a store on the paper's device.
+const PaperDeviceSource = "the paper's Table 4 device (32 GiB of flash)"
+
+// deviceSource is where the store's device size came from, as recorded
+// when it was made; stores made before the source was recorded had the
+// paper's device unless --device-size said otherwise.
+func deviceSource(db *meta.DB, cfg nandsim.Config) string {
+	var source string
+	db.View(func(tx *meta.Tx) error {
+		source = string(tx.Config("device-source"))
+		return nil
+	})
+	switch {
+	case source != "":
+		return source
+	case cfg == StoreDevice():
+		return PaperDeviceSource
+	default:
+		return "--device-size (made before ckptfs recorded a device's source)"
+	}
 }
 
 func (m *Medium) closeDevices() error {
@@ -250,12 +286,9 @@ func (m *Medium) closeDevices() error {
 	return errors.Join(errs...)
 }
 
-// MemoryNeeded estimates the memory the two simulated SSDs hold (their FTL
-// maps and per-block arrays), for sizing the heap limit.
-func (m *Medium) MemoryNeeded() int64 {
-	cfg := m.Dev.Config()
-	return 2 * 8 * int64(cfg.Channels*cfg.ChipsPerChannel*cfg.BlocksPerChip*cfg.PagesPerBlock)
-}
+// MemoryNeeded estimates the memory the two simulated SSDs hold, for
+// sizing the heap limit.
+func (m *Medium) MemoryNeeded() int64 { return m.Dev.MemoryBytes() + m.Shadow.MemoryBytes() }
 
 // Sync makes everything durable: the device (encoded chunks), the
 // simulators' state (their statistics) and metadata.

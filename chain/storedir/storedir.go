@@ -77,7 +77,18 @@ type Report struct {
 	Device            nandsim.Stats `json:"device"`
 	Shadow            nandsim.Stats `json:"shadow"`
 	Lifetime          Lifetime      `json:"lifetime"`
+	Capacity          Capacity      `json:"capacity"`
 	chain.Contents
+}
+
+// Capacity is the store's room: what df shows, the simulated flash behind
+// it (over-provisioning and the metadata region included) and where the
+// device's size came from.
+type Capacity struct {
+	UsableBytes int64  `json:"usable_bytes"` // the data area: df's size
+	FreeBytes   int64  `json:"free_bytes"`
+	FlashBytes  int64  `json:"flash_bytes"`
+	Source      string `json:"source"`
 }
 
 // Lifetime projects device wear from the erases observed over Window.
@@ -123,6 +134,10 @@ func (ds *Store) Report(o ReportOptions) (*Report, error) {
 		r.EraseRatio = &er
 	}
 	r.Lifetime = ds.lifetime(o)
+	st := ds.Store.Statfs()
+	cfg := ds.Dev.Config()
+	r.Capacity = Capacity{UsableBytes: st.Pages * int64(st.PageSize), FreeBytes: st.FreePages * int64(st.PageSize),
+		FlashBytes: cfg.PhysicalPages() * int64(cfg.PageSize), Source: ds.DeviceSource}
 	return r, nil
 }
 

@@ -148,7 +148,7 @@ lines of type fuse.ckptfs mount too: README.md lists the options.`,
 	fl.IntVar(&f.readyFD, "ready-fd", 0, "internal: file descriptor to report readiness on")
 	fl.MarkHidden("ready-fd")
 	fl.BoolVar(&f.precondition, "precondition", false, "warm a new store's simulated SSD up to the paper's Table 8 state, so GC runs from the start")
-	fl.StringVar(&f.deviceSize, "device-size", "", "physical size of a new store's simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
+	fl.StringVar(&f.deviceSize, "device-size", "", "physical size of a new store's simulated SSD, e.g. 64MiB, or \"paper\" for the paper's 32 GiB device (default: as much as the store's host filesystem has free)")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let other users access the mount")
 	fl.BoolVar(&f.debug, "debug", false, "log every FUSE request")
 	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks, in MiB: the references of the next saves (7/8, leaving reads at least 16 MiB) and rebuilt chunks for reads; more keeps the last save of larger checkpoints as the next one's reference instead of rebuilding it from the device (default 64)")

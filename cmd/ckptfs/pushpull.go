@@ -125,7 +125,12 @@ continue its chains.`,
 			if err != nil {
 				return err
 			}
-			ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()}})
+			dev, devSource, err := medium.HostSizedDevice(store)
+			if err != nil {
+				return err
+			}
+			ds, err := storedir.Open(store, storedir.Options{Options: chain.Options{Policy: policy.Default()},
+				Media: medium.Options{Device: dev, DeviceSource: devSource}})
 			if err != nil {
 				return err
 			}

@@ -148,7 +148,7 @@ schemes on the same files, and prints one table like the paper's Fig. 9/10.`,
 	fl.BoolVar(&compare, "compare", false, "run the paper's seven methods and planes and print one table")
 	fl.BoolVar(&quiet, "quiet", false, "no progress bar (there is none unless stderr is a terminal)")
 	fl.BoolVar(&files, "files", false, "also list the files kept at the end")
-	fl.StringVar(&deviceSize, "device-size", "", "physical size of the simulated SSD, e.g. 64MiB (default: the paper's 32 GiB device)")
+	fl.StringVar(&deviceSize, "device-size", "", "physical size of the simulated SSD, e.g. 64MiB (default and \"paper\": the paper's 32 GiB device)")
 	fl.StringVar(&workDir, "work-dir", "", "directory for the throw-away store (default: the system temp dir)")
 	fl.DurationVar(&interval, "interval", 20*time.Minute, "time between checkpoints, for the lifetime projection")
 	return cmd

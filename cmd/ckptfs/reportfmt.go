@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/storedir"
 )
@@ -35,6 +36,10 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 	fmt.Fprint(out, policyLine(&r.Summary))
 	if r.SaveMode != "" {
 		fmt.Fprintf(out, "; saves: %s staging files", r.SaveMode)
+	}
+	if c := r.Capacity; c.UsableBytes > 0 {
+		fmt.Fprintf(out, "\ncapacity: %s, %s free (%s of simulated flash), %s", medium.HumanBytes(c.UsableBytes), medium.HumanBytes(c.FreeBytes),
+			medium.HumanBytes(c.FlashBytes), c.Source)
 	}
 	if n := r.SavesWaitingForRoom; n > 0 {
 		fmt.Fprintf(out, "\n%d saves wait in their staging files for room on the store's host filesystem (its log says which)", n)

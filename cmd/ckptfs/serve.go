@@ -175,7 +175,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 	if err := remote.CheckNotReplica(f.store); err != nil {
 		return nil, err
 	}
-	dev, err := deviceForSize(f.deviceSize)
+	dev, devSource, err := newStoreDevice(f.deviceSize, f.store)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 	o.Workers, o.EncodeNice = chain.EncodeWorkers(f.encodeNice), f.encodeNice
 	// The store's own policy first (pol for a new store): the flags given
 	// set their settings only, the others keep what the store keeps.
-	ds, err := storedir.Open(f.store, storedir.Options{Options: o, Media: medium.Options{Device: dev, Precondition: f.precondition}, StoredPolicy: true})
+	ds, err := storedir.Open(f.store, storedir.Options{Options: o, Media: medium.Options{Device: dev, DeviceSource: devSource, Precondition: f.precondition}, StoredPolicy: true})
 	if err != nil {
 		return nil, err
 	}

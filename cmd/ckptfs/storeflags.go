@@ -80,11 +80,29 @@ func codingFlagList() string {
 	return strings.Join(names, ", ")
 }
 
+// newStoreDevice is the device of a new store in dir and where its size
+// came from: --device-size when given, else as much as the filesystem
+// under dir has free (medium.HostSizedDevice).
+func newStoreDevice(size, dir string) (nandsim.Config, string, error) {
+	if size == "" {
+		return medium.HostSizedDevice(dir)
+	}
+	cfg, err := deviceForSize(size)
+	if err != nil {
+		return cfg, "", err
+	}
+	if size == "paper" {
+		return cfg, medium.PaperDeviceSource, nil
+	}
+	return cfg, "--device-size " + size, nil
+}
+
 // deviceForSize returns the store's device (the paper's Table 4 device)
-// with as many blocks per chip as make size bytes of physical flash.
+// with as many blocks per chip as make size bytes of physical flash; ""
+// and "paper" are the paper's 32 GiB device.
 func deviceForSize(size string) (nandsim.Config, error) {
 	cfg := medium.StoreDevice()
-	if size == "" {
+	if size == "" || size == "paper" {
 		return cfg, nil
 	}
 	bytes, err := parseSize(size)
