@@ -21,10 +21,16 @@ func deepSeries(t testing.TB, n int) (*DirStore, [][]byte, []meta.VersionID) {
 	t.Helper()
 	p := policy.Default()
 	p.SnapDis = n + 1
-	ds := openTestStore(t, "", p)
+	return deepSeriesIn(t, openTestStore(t, "", p), n, 512<<10)
+}
+
+// deepSeriesIn is deepSeries into ds (whose policy must allow the chain)
+// with saves of elems float32 values.
+func deepSeriesIn(t testing.TB, ds *DirStore, n, elems int) (*DirStore, [][]byte, []meta.VersionID) {
+	t.Helper()
 	var files [][]byte
 	var ids []meta.VersionID
-	for i, w := range ckpttest.TrainingSeries(3, 512<<10, n) {
+	for i, w := range ckpttest.TrainingSeries(3, elems, n) {
 		data := ckpttest.NpyFile(w)
 		ino := writeFile(t, ds.Store, fmt.Sprintf("ckpt-%d.npy", i), data, 1<<20)
 		info, err := ds.Info(ino)

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"io"
 	"testing"
+
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // BenchmarkColdRead reads a 2 MiB checkpoint at each chain depth in 1 MiB
@@ -12,6 +16,32 @@ import (
 func BenchmarkColdRead(b *testing.B) {
 	ds, files, ids := deepSeries(b, 7)
 	defer ds.Close()
+	coldReads(b, ds, files, ids)
+}
+
+// BenchmarkColdReadLarge is BenchmarkColdRead on a 64 MiB checkpoint at
+// depths 0 to 3: long enough for the read-ahead window to reach its full
+// width, as in a restore of a real checkpoint.
+func BenchmarkColdReadLarge(b *testing.B) {
+	p := policy.Default()
+	p.SnapDis = 6
+	dev, err := nandsim.ConfigForSize(nandsim.SmallConfig(), 1<<30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The read cache of a mount's default --cache-mib.
+	ds, err := OpenDir(b.TempDir(), DirOptions{Options: Options{Policy: p, CacheBytes: 64 << 20}, Device: dev, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ds, files, ids := deepSeriesIn(b, ds, 5, 16<<20)
+	defer ds.Close()
+	coldReads(b, ds, files, ids)
+}
+
+// coldReads reads each save but the newest in 1 MiB calls, the read cache
+// emptied first.
+func coldReads(b *testing.B, ds *DirStore, files [][]byte, ids []meta.VersionID) {
 	buf := make([]byte, 1<<20)
 	for depth := 0; depth < len(ids)-1; depth++ { // the newest is in the tier
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
