@@ -84,6 +84,7 @@ func docFuncs(r *Results) template.FuncMap {
 		"readGoal":        func() float64 { return readGoal },
 		"scaleMountFlags": func() string { return strings.Join(scaleMountFlags, " ") },
 		"save1gTargets":   func() []string { return save1gTargets },
+		"resumeOps":       func() []string { return []string{"load", "read", "again"} },
 		"figSeries":       func() []string { return append(append([]string{}, seriesSets...), "adam-stream") },
 		"refTierMiB":      func(recorded int64) int64 { return refTierMiB(r.Machine.MemTotal, recorded) },
 		// Tables' rows and derived figures.

@@ -45,6 +45,7 @@ var sections = []section{
 	{"reads", runReadsSection, true},
 	{"savestall", runSaveStallSection, false},
 	{"save1g", runSave1GSection, false},
+	{"resume", runResumeSection, false},
 }
 
 // bench is the run's configuration and its results so far.
@@ -103,6 +104,7 @@ func run() error {
 	flag.StringVar(&tmpBase, "tmp", "", "scratch directory on the disk to measure (default: the system temp dir)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run ("+sectionNames()+"); the others keep their figures from the existing JSON")
 	flag.IntVar(&b.reps, "reps", 5, fmt.Sprintf("repetitions of each timed comparison (medians are reported; the Trainer's savestall runs at least %d)", trainerMinReps))
+	flag.IntVar(&resumeMiB, "resume-mib", resumeMiB, "resume: MiB of the training state saved and read back")
 	flag.Float64Var(&save1gPause, "save1g-pause", save1gPause, "save1g: seconds between a target's delete of its previous checkpoint and its timed save")
 	flag.IntVar(&b.trainer.layers, "trainer-layers", 4, "savestall: the Trainer's GPT-2 layers")
 	flag.IntVar(&b.trainer.width, "trainer-width", 256, "savestall: the Trainer's GPT-2 width (8 layers at 1024 save ~1.2 GB checkpoints)")

@@ -22,6 +22,7 @@ type Results struct {
 	Reads      *Reads         `json:"reads,omitempty"`
 	SaveStall  *SaveStall     `json:"save_stall,omitempty"`
 	Save1G     *Save1G        `json:"save_1g,omitempty"`
+	Resume     *Resume        `json:"resume,omitempty"`
 }
 
 // SectionTime is how long a section took in the run that last ran it.
