@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,25 +160,34 @@ func thousands(n int64) string {
 
 // headline is the report in one line: how much less ckptfs wrote than a
 // plain filesystem would have, and what that did to erases and lifetime.
+// lessOrMore says a ratio to a plain filesystem's writes as "12.5% less"
+// or "2.5% more".
+func lessOrMore(ratio float64) string {
+	if ratio <= 1 {
+		return fmt.Sprintf("%.1f%% less", 100*(1-ratio))
+	}
+	return fmt.Sprintf("%.1f%% more", 100*(ratio-1))
+}
+
 func headline(r *storedir.Report) string {
 	d, s := r.Device, r.Shadow
 	if s.HostPagesWritten+r.ShadowDirtyPages == 0 {
 		return "nothing written yet"
 	}
+	written := fmt.Sprintf("(%s against %s pages)", thousands(d.HostPagesWritten+r.DeviceDirtyPages), thousands(s.HostPagesWritten+r.ShadowDirtyPages))
 	var line string
-	switch saved := 1 - r.WrittenVolumeRatio; {
-	case saved >= 0:
-		line = fmt.Sprintf("wrote %.1f%% less than a plain filesystem", 100*saved)
-	default:
-		line = fmt.Sprintf("wrote %.1f%% more than a plain filesystem", -100*saved)
-	}
-	line += fmt.Sprintf(" (%s against %s pages)", thousands(d.HostPagesWritten+r.DeviceDirtyPages), thousands(s.HostPagesWritten+r.ShadowDirtyPages))
 	if r.ShadowSparedPages > 0 || r.DeviceSparedPages > 0 {
 		// Saves seconds apart: the page caches never wrote what was
-		// replaced within the dirty expiry.
-		line += fmt.Sprintf("; %.1f%% %s with every save written, as saves minutes apart are (the page cache spared ckptfs %s pages and the plain filesystem %s, replaced within the dirty expiry)",
-			100*math.Abs(1-r.WrittenVolumeRatioEveryCommit), map[bool]string{true: "less", false: "more"}[r.WrittenVolumeRatioEveryCommit <= 1],
-			thousands(r.DeviceSparedPages), thousands(r.ShadowSparedPages))
+		// replaced within the dirty expiry. A training saving minutes
+		// apart writes every save, so that figure leads.
+		every := func(pages, spared int64) string { return thousands(pages + spared) }
+		line = fmt.Sprintf("with every save written, as a training saving minutes apart writes them, %s than a plain filesystem (%s against %s pages)",
+			lessOrMore(r.WrittenVolumeRatioEveryCommit), every(d.HostPagesWritten+r.DeviceDirtyPages, r.DeviceSparedPages),
+			every(s.HostPagesWritten+r.ShadowDirtyPages, r.ShadowSparedPages))
+		line += fmt.Sprintf("; these saves, seconds apart, wrote %s %s: the page cache spared ckptfs %s pages and the plain filesystem %s, replaced within the dirty expiry",
+			lessOrMore(r.WrittenVolumeRatio), written, thousands(r.DeviceSparedPages), thousands(r.ShadowSparedPages))
+	} else {
+		line = fmt.Sprintf("wrote %s than a plain filesystem %s", lessOrMore(r.WrittenVolumeRatio), written)
 	}
 	switch {
 	case r.EraseRatio == nil && d.Erases == 0 && r.DeviceDirtyPages+r.ShadowDirtyPages > 0:
