@@ -3,6 +3,10 @@ package chain
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
@@ -16,12 +20,13 @@ import (
 func BenchmarkColdRead(b *testing.B) {
 	ds, files, ids := deepSeries(b, 7)
 	defer ds.Close()
-	coldReads(b, ds, files, ids)
+	coldReads(b, ds, files, ids, false)
 }
 
 // BenchmarkColdReadLarge is BenchmarkColdRead on a 64 MiB checkpoint at
 // depths 0 to 3: long enough for the read-ahead window to reach its full
-// width, as in a restore of a real checkpoint.
+// width, as in a restore of a real checkpoint; the device file is dropped
+// from the page cache too.
 func BenchmarkColdReadLarge(b *testing.B) {
 	p := policy.Default()
 	p.SnapDis = 6
@@ -36,18 +41,22 @@ func BenchmarkColdReadLarge(b *testing.B) {
 	}
 	ds, files, ids := deepSeriesIn(b, ds, 5, 16<<20)
 	defer ds.Close()
-	coldReads(b, ds, files, ids)
+	coldReads(b, ds, files, ids, true)
 }
 
 // coldReads reads each save but the newest in 1 MiB calls, the read cache
-// emptied first.
-func coldReads(b *testing.B, ds *DirStore, files [][]byte, ids []meta.VersionID) {
+// emptied first (and with evict, the store's files dropped from the page
+// cache).
+func coldReads(b *testing.B, ds *DirStore, files [][]byte, ids []meta.VersionID, evict bool) {
 	buf := make([]byte, 1<<20)
 	for depth := 0; depth < len(ids)-1; depth++ { // the newest is in the tier
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 			b.SetBytes(int64(len(files[depth])))
 			for b.Loop() {
 				ds.DropCaches()
+				if evict {
+					evictDir(ds.Medium.Dir)
+				}
 				r, err := ds.OpenVersion(ids[depth])
 				if err != nil {
 					b.Fatal(err)
@@ -64,5 +73,20 @@ func coldReads(b *testing.B, ds *DirStore, files [][]byte, ids []meta.VersionID)
 				}
 			}
 		})
+	}
+}
+
+// evictDir writes back and drops the page cache of the files in dir (the
+// store's device file): a restore after a restart finds none of it there.
+func evictDir(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		f.Sync()
+		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		f.Close()
 	}
 }
