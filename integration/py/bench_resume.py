@@ -5,11 +5,11 @@ and a plain directory, then read back cold as a restarted job reads it.
   bench_resume.py save --mib 1024 --saves 4 DIR [DIR ...]
   bench_resume.py read --reps 5 --mount MNT --store STORE --plain DIR NAME
 
-save: a model's float32 weights and the Adam state of a training (exp_avg,
+save: bench_save1g.py's training state (float32 weights, Adam's exp_avg and
 exp_avg_sq, a master copy), --mib in all, saved --saves times into every
-DIR as ckpt-N.pt with torch.save; before each save every tensor moves a
-little, as between two checkpoints, and after it the previous checkpoint
-is deleted (a Trainer's save_total_limit=1). It prints the newest name.
+DIR as ckpt-N.pt with torch.save; before each save the state moves on by
+one optimizer step, as between two checkpoints, and after it the previous
+checkpoint is deleted (a Trainer's save_total_limit=1). It prints the newest name.
 
 read: run it on a fresh mount of the store (the caller remounts it, so that
 the daemon starts empty, as after a restart). Per repetition the mount and
@@ -31,24 +31,16 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_save1g import next_step, training_state  # noqa: E402
 from bench_torchio import drop_daemon_caches, evict, evict_tree  # noqa: E402
 
 
 def save(a):
-    torch.manual_seed(0)
-    n = (a.mib << 20) // 16  # four float32 tensors
-    w = torch.randn(n) * 0.05
-    state = {"model": {"weight": w},
-             "optimizer": {"exp_avg": torch.randn(n) * 1e-3, "exp_avg_sq": torch.rand(n) * 1e-6,
-                           "master": w + 1e-4 * torch.randn(n)},
-             "step": 0}
-    tensors = [w] + list(state["optimizer"].values())
+    state = training_state(a.mib)
     name = None
     for i in range(a.saves):
         if i:
-            for t in tensors:
-                t.add_(torch.randn_like(t) * (t.abs().mean() * 1e-3))
-            state["step"] = i
+            next_step(state)
         prev, name = name, "ckpt-%d.pt" % i
         for d in a.dirs:
             torch.save(state, os.path.join(d, name))

@@ -38,6 +38,30 @@ def fsync(path):
         os.close(fd)
 
 
+def training_state(mib):
+    """A model's float32 weights and the Adam state of its training
+    (exp_avg, exp_avg_sq, a master copy): four tensors, mib MiB in all,
+    the same for a seed."""
+    torch.manual_seed(0)
+    n = (mib << 20) // 16  # four float32 tensors
+    w = torch.randn(n) * 0.05
+    return {"model": {"weight": w},
+            "optimizer": {"exp_avg": torch.randn(n) * 1e-3, "exp_avg_sq": torch.rand(n) * 1e-6,
+                          "master": w + 1e-4 * torch.randn(n)},
+            "step": 0}
+
+
+def next_step(state):
+    """Moves state on to the next checkpoint: one more optimizer step's
+    worth of change."""
+    g = torch.randn(state["model"]["weight"].numel()) * 1e-3
+    state["optimizer"]["exp_avg"].mul_(0.9).add_(g, alpha=0.1)
+    state["optimizer"]["exp_avg_sq"].mul_(0.999).add_(g * g, alpha=0.001)
+    state["optimizer"]["master"].sub_(state["optimizer"]["exp_avg"], alpha=1e-3)
+    state["model"]["weight"].sub_(state["optimizer"]["exp_avg"], alpha=1e-3)
+    state["step"] += 1
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reps", type=int, default=5)
@@ -47,13 +71,7 @@ def main():
     a = p.parse_args()
     targets = [t.split("=", 1) for t in a.targets]
 
-    torch.manual_seed(0)
-    n = (a.mib << 20) // 16  # four float32 tensors
-    w = torch.randn(n) * 0.05
-    state = {"model": {"weight": w},
-             "optimizer": {"exp_avg": torch.randn(n) * 1e-3, "exp_avg_sq": torch.rand(n) * 1e-6,
-                           "master": w + 1e-4 * torch.randn(n)},
-             "step": 0}
+    state = training_state(a.mib)
     times = {name: {"save": [], "durable": []} for name, _ in targets}
     for r in range(a.reps):
         k = r % len(targets)
@@ -73,13 +91,7 @@ def main():
             times[name]["durable"].append(t2 - t0)
         print("repetition %d: %s" % (r, " ".join("%s %.2f s" % (nm, times[nm]["save"][-1]) for nm, _ in targets)),
               file=sys.stderr, flush=True)
-        # The next checkpoint: one more optimizer step's worth of change.
-        g = torch.randn(n) * 1e-3
-        state["optimizer"]["exp_avg"].mul_(0.9).add_(g, alpha=0.1)
-        state["optimizer"]["exp_avg_sq"].mul_(0.999).add_(g * g, alpha=0.001)
-        state["optimizer"]["master"].sub_(state["optimizer"]["exp_avg"], alpha=1e-3)
-        state["model"]["weight"].sub_(state["optimizer"]["exp_avg"], alpha=1e-3)
-        state["step"] += 1
+        next_step(state)
     ref = os.path.join(targets[0][1], "ckpt.pt")
     identical = all(filecmp.cmp(os.path.join(d, "ckpt.pt"), ref, shallow=False) for _, d in targets[1:])
     size = os.path.getsize(ref)
