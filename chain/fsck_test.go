@@ -72,7 +72,7 @@ func TestFsckFindsLeakedExtent(t *testing.T) {
 
 func TestFsckAndReadsFindCorruptChunk(t *testing.T) {
 	dir := t.TempDir()
-	ds, f1, _ := twoVersions(t, dir)
+	ds, f1, f2 := twoVersions(t, dir)
 	var pack []meta.Extent
 	_ = ds.DB.View(func(tx *meta.Tx) error {
 		v, err := tx.Version(f1.Version)
@@ -111,5 +111,15 @@ func TestFsckAndReadsFindCorruptChunk(t *testing.T) {
 	buf := make([]byte, r.Size())
 	if _, err := r.ReadAt(buf, 0); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("read of a corrupted file: %v, want ErrChecksum", err)
+	}
+	// The second version deltas against the damaged one: only its own
+	// chunks' checksums are checked, and they must catch the damage below.
+	if f2.Depth != 1 {
+		t.Fatalf("second version at depth %d", f2.Depth)
+	}
+	ds.DropCaches()
+	r, _ = ds.OpenVersion(f2.Version)
+	if _, err := r.ReadAt(buf, 0); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("read of a delta whose reference is corrupted: %v, want ErrChecksum", err)
 	}
 }

@@ -58,7 +58,7 @@ func (s *Store) rebuild(id meta.VersionID, off int64, pooled bool) ([]byte, erro
 		} else {
 			dst = make([]byte, 0, links[i].c.Length) // cached, shared: never recycled
 		}
-		plain, err := s.decodeLink(links[i], ref, dst)
+		plain, err := s.decodeLink(links[i], ref, dst, i == 0)
 		if ref != nil {
 			bufpool.Put(ref)
 		}
@@ -110,8 +110,12 @@ func (s *Store) chainOf(id meta.VersionID, off int64) ([]link, error) {
 }
 
 // decodeLink decodes one chunk of a chain into dst, against ref, the plain
-// bytes of its reference chunk (nil for a baseline).
-func (s *Store) decodeLink(l link, ref, dst []byte) ([]byte, error) {
+// bytes of its reference chunk (nil for a baseline). Only the chunk asked
+// for (verify) is checked against its checksum: a reference below it that
+// decoded wrong makes it wrong, and its check fails then, so a read at
+// depth d computes one checksum instead of d+1. Unchecked bytes never
+// reach the cache.
+func (s *Store) decodeLink(l link, ref, dst []byte, verify bool) ([]byte, error) {
 	id, off, c := l.id, l.off, l.c
 	if c.Zeros() {
 		// A chunk of zeros is rebuilt only as a reference, and so has
@@ -128,7 +132,11 @@ func (s *Store) decodeLink(l link, ref, dst []byte) ([]byte, error) {
 		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
 	}
 	defer bufpool.Put(enc)
-	plain, err := encode.Decode(dst, enc, ref)
+	decode := encode.Decode
+	if !verify {
+		decode = encode.DecodeUnverified
+	}
+	plain, err := decode(dst, enc, ref)
 	if err != nil {
 		if errors.Is(err, encode.ErrChecksum) || errors.Is(err, encode.ErrCorrupt) {
 			err = fmt.Errorf("%w: %w", ErrChecksum, err)
