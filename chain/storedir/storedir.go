@@ -12,6 +12,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/medium"
+	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
 
@@ -30,7 +31,17 @@ type Options struct {
 type Store struct {
 	*chain.Store
 	*medium.Medium
+	// spared is what the page caches spared in earlier mounts of the store
+	// (the device's and the shadow's), kept across them: the page caches'
+	// models live in memory.
+	spared struct{ device, shadow int64 }
 }
+
+// Counters of the pages the page caches spared in earlier mounts.
+const (
+	deviceSparedCounter = "device_spared_pages"
+	shadowSparedCounter = "shadow_spared_pages"
+)
 
 // Open opens the store in dir, creating it (mode 0700) if needed. A store
 // held by another process is refused with an error wrapping meta.ErrLocked.
@@ -47,7 +58,12 @@ func Open(dir string, o Options) (*Store, error) {
 		m.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	return &Store{Store: s, Medium: m}, nil
+	ds := &Store{Store: s, Medium: m}
+	_ = m.DB.View(func(tx *meta.Tx) error {
+		ds.spared.device, ds.spared.shadow = int64(tx.Counter(deviceSparedCounter)), int64(tx.Counter(shadowSparedCounter))
+		return nil
+	})
+	return ds, nil
 }
 
 // Sync makes everything durable: encoded chunks, the simulators' state
@@ -57,7 +73,31 @@ func (ds *Store) Sync() error { return ds.Medium.Sync() }
 // Close stops the store and closes its media.
 func (ds *Store) Close() error {
 	ds.Store.Close()
-	return ds.Medium.Close()
+	err := ds.saveSpared()
+	if cerr := ds.Medium.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// saveSpared records what the page caches spared, this mount's included,
+// for the reports of later opens (a killed daemon loses its mount's
+// share: statistics only).
+func (ds *Store) saveSpared() error {
+	dev, shadow := ds.Dev.SparedPages(), ds.Accounts.SparedPages()
+	if dev == 0 && shadow == 0 {
+		return nil
+	}
+	err := ds.Medium.DB.Update(func(tx *meta.Tx) error {
+		if err := tx.SetCounter(deviceSparedCounter, uint64(ds.spared.device+dev)); err != nil {
+			return err
+		}
+		return tx.SetCounter(shadowSparedCounter, uint64(ds.spared.shadow+shadow))
+	})
+	if err != nil {
+		return fmt.Errorf("record the pages the page caches spared: %w", err)
+	}
+	return nil
 }
 
 // Report is what `ckptfs stats`, `replay` and .ckptfs/stats.json show: the
@@ -115,12 +155,13 @@ func (ds *Store) Report(o ReportOptions) (*Report, error) {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	r := &Report{Device: ds.Dev.Stats(), Shadow: ds.Shadow.Stats(),
-		DeviceDirtyPages: ds.Dev.DirtyPages(), DeviceSparedPages: ds.Dev.SparedPages()}
+		DeviceDirtyPages: ds.Dev.DirtyPages(), DeviceSparedPages: ds.spared.device + ds.Dev.SparedPages()}
 	sum, contents, err := ds.Figures()
 	if err != nil {
 		return nil, err
 	}
 	r.Summary, r.Contents = *sum, *contents
+	r.ShadowSparedPages += ds.spared.shadow
 	// On both sides the pages still dirty will be written unless freed
 	// within the expiry, so they count as written.
 	if sh := r.Shadow.HostPagesWritten + r.ShadowDirtyPages; sh > 0 {

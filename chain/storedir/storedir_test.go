@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
@@ -148,5 +149,52 @@ func TestLocked(t *testing.T) {
 	_, err := medium.Open(dir, medium.Options{})
 	if !errors.Is(err, meta.ErrLocked) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
+
+// What the page caches spared stays in the report across mounts: a
+// report after the unmount shows the every-save figure a training saving
+// minutes apart would see, not only what these saves, seconds apart, cost.
+func TestSparedPagesKeptAcrossOpens(t *testing.T) {
+	dir := t.TempDir()
+	ds := open(t, dir, medium.SSD)
+	ds.ModelShadowWriteBack(time.Hour, 1<<30)
+	series := ckpttest.TrainingSeries(5, 100_000, 3)
+	for i, w := range series {
+		save(t, ds.Store, "ckpt.npy", ckpttest.NpyFile(w))
+		if i < len(series)-1 { // the next save replaces it, as a rotation does
+			if err := ds.Unlink(meta.RootIno, "ckpt.npy", func(meta.Ino) bool { return false }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before, err := ds.Report(ReportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.ShadowSparedPages == 0 {
+		t.Fatalf("saves replaced within the expiry spared the shadow nothing: %+v", before.Summary)
+	}
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		ds = open(t, dir, medium.SSD)
+		after, err := ds.Report(ReportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.ShadowSparedPages != before.ShadowSparedPages || after.DeviceSparedPages != before.DeviceSparedPages {
+			t.Errorf("spared after reopening: device %d, shadow %d; before: %d, %d", after.DeviceSparedPages,
+				after.ShadowSparedPages, before.DeviceSparedPages, before.ShadowSparedPages)
+		}
+		dev := after.Device.HostPagesWritten + after.DeviceDirtyPages + after.DeviceSparedPages
+		shadow := after.Shadow.HostPagesWritten + after.ShadowDirtyPages + after.ShadowSparedPages
+		if want := float64(dev) / float64(shadow); after.WrittenVolumeRatioEveryCommit != want {
+			t.Errorf("every-save ratio %.4f after reopening, want %.4f", after.WrittenVolumeRatioEveryCommit, want)
+		}
+		if err := ds.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
