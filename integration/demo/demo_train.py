@@ -10,8 +10,10 @@ import argparse
 import filecmp
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
 
 import ckptfs
 
@@ -66,6 +68,62 @@ def verify(run, plain):
           "log history); loaded %d checkpoint files back (safetensors tensors equal)" % (files, loaded))
 
 
+def evict(path):
+    """Write back and drop a file's cached pages: the next read is cold."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def load_checkpoint(d):
+    """Reads a Trainer checkpoint directory as a resume does: the weights
+    (safetensors) and the optimizer, scheduler and RNG states (torch.load)."""
+    import torch
+    from safetensors.torch import load_file
+
+    for name in sorted(os.listdir(d)):
+        p = os.path.join(d, name)
+        if name.endswith(".safetensors"):
+            load_file(p)
+        elif name.endswith((".pt", ".pth", ".bin")):
+            torch.load(p, weights_only=False)
+
+
+def restore(run, plain, store, reps=5):
+    """Times the resume read of the newest checkpoint, cold, in the mount
+    (mounted afresh: the daemon starts empty, as after a restart) and in the
+    plain run, taking turns; prints the medians."""
+    newest = max((d for d in os.listdir(plain) if d.startswith("checkpoint-")), key=lambda d: int(d.split("-")[1]))
+    size = sum(os.path.getsize(os.path.join(plain, newest, n)) for n in os.listdir(os.path.join(plain, newest)))
+    depths = []
+    for n in sorted(os.listdir(os.path.join(run, newest))):
+        try:
+            depths.append(int(os.getxattr(os.path.join(run, newest, n), "user.ckptfs.chain_depth")))
+        except OSError:
+            pass
+    times = {"ckptfs": [], "plain": []}
+    for r in range(reps):
+        for side in (["ckptfs", "plain"] if r % 2 == 0 else ["plain", "ckptfs"]):
+            root = run if side == "ckptfs" else plain
+            for n in os.listdir(os.path.join(root, newest)):
+                evict(os.path.join(root, newest, n))
+            if side == "ckptfs":
+                for d, _, names in os.walk(store):
+                    for n in names:
+                        evict(os.path.join(d, n))
+                with open(os.path.join(run, ".ckptfs", "drop_caches"), "w") as f:
+                    f.write("1\n")
+            t = time.perf_counter()
+            load_checkpoint(os.path.join(root, newest))
+            times[side].append(time.perf_counter() - t)
+    m, p = statistics.median(times["ckptfs"]), statistics.median(times["plain"])
+    print("restore of %s (%.1f MB, chain depth %s): ckptfs %.3f s, plain %.3f s: %.2fx plain (cold, medians of %d)"
+          % (newest, size / 1e6, "/".join(map(str, depths)) or "?", m, p, m / p, reps))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True)
@@ -104,6 +162,12 @@ def main():
     step("report after the unmount, which wrote both page caches back (erases and lifetime)")
     sys.stdout.flush()
     subprocess.run([ckptfs.binary(), "stats", "--store", a.store], check=True)
+
+    step("restore after a restart: mount the store again and read the newest checkpoint back as a resume "
+         "does (model.safetensors, optimizer.pt, ...), cold, against the plain run's copy")
+    with ckptfs.mount(a.run, store=a.store):
+        restore(a.run, a.plain, a.store)
+    print("unmounted %s" % a.run)
 
 
 if __name__ == "__main__":
