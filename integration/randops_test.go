@@ -111,6 +111,12 @@ func (c *closedContents) synced(ino uint64, content []byte) {
 	}
 }
 
+// killRegressions are kill trials that once failed, run first every time:
+// 710272 (make stress) fsyncs a file through a read-only handle while
+// another handle writes it; the daemon commits then, as fsync is the
+// file's, and the test's record had not allowed that content.
+var killRegressions = []int64{710272}
+
 // TestRandomOpsKill kills the daemon with SIGKILL at random steps of a
 // random-operation sequence, mounts the store again, and checks every
 // file: one closed before the kill holds its closed content, one still
@@ -120,7 +126,11 @@ func (c *closedContents) synced(ino uint64, content []byte) {
 func TestRandomOpsKill(t *testing.T) {
 	inEachSaveMode(t, func(t *testing.T, flags ...string) {
 		first := randopsFirst()
+		trials := append([]int64{}, killRegressions...)
 		for trial := first; trial < first+int64(randopsTrials(3, 30)); trial++ {
+			trials = append(trials, trial)
+		}
+		for _, trial := range trials {
 			rng := rand.New(rand.NewSource(trial))
 			m := newMount(t, flags...)
 			// A kill interrupts what the daemon was doing; recovery logs
