@@ -102,6 +102,10 @@ cat >"$WORK/df" <<'DF'
 df "$@" | sed 's/ fuse\.ckptfs / fuse /'
 DF
 chmod +x "$WORK/df"
+# The stores get the paper's 32 GiB device, not one as large as the host
+# filesystem has free (a new store's default): the two stores would each
+# claim all of it, and a test that fills its filesystem would fill the
+# host's.
 cat >"$src/local.config" <<CONF
 export TEST_DEV=ckptfs-test
 export TEST_DIR=$WORK/mnt/test
@@ -109,8 +113,8 @@ export SCRATCH_DEV=ckptfs-scratch
 export SCRATCH_MNT=$WORK/mnt/scratch
 export FSTYP=fuse
 export FUSE_SUBTYP=.ckptfs
-export MOUNT_OPTIONS="-ostore=$WORK/stores/scratch,allow_other"
-export TEST_FS_MOUNT_OPTS="-ostore=$WORK/stores/test,allow_other"
+export MOUNT_OPTIONS="-ostore=$WORK/stores/scratch,allow_other,device-size=paper"
+export TEST_FS_MOUNT_OPTS="-ostore=$WORK/stores/test,allow_other,device-size=paper"
 export DF_PROG="$WORK/df -T -P"
 CONF
 
