@@ -42,6 +42,7 @@ type FileCommit struct {
 	w      *Writer
 	path   string
 	family string
+	limit  int64 // commit only the file's first limit bytes; 0: all of it
 }
 
 // BeginCommitFile queues the commit of inode ino's staged content, in the
@@ -56,6 +57,11 @@ func (s *Store) BeginCommitFile(ino Ino, path string) (*FileCommit, error) {
 	s.committing.queue(c.family, w)
 	return c, nil
 }
+
+// Limit makes Run commit only the file's first n bytes (n > 0): a closed
+// save that writers have appended to since, and whose appended bytes no
+// one closed or synced yet.
+func (c *FileCommit) Limit(n int64) { c.limit = n }
 
 // Abort gives up a commit begun and not run.
 func (c *FileCommit) Abort() {
@@ -82,6 +88,9 @@ func (c *FileCommit) Run(f *os.File, path string, mtime int64) error {
 		return fmt.Errorf("commit %s: %w", path, err)
 	}
 	size := st.Size()
+	if c.limit > 0 {
+		size = min(size, c.limit)
+	}
 	if size > MaxFileSize {
 		w.Abort()
 		return fmt.Errorf("commit %s of %d bytes: %w", path, size, syscall.EFBIG)

@@ -143,7 +143,7 @@ func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *ro
 	if time.Since(sf.born) > f.dirtyExpire {
 		f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
 	}
-	err = f.commitFileNow(ino, sf.path(), sf)
+	err = f.commitFileNow(ino, sf.path(), sf, 0)
 	if keepStaged(err) {
 		if try.host = chain.HostFull(err); !try.host {
 			f.commitsFailed.Add(1)

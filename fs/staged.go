@@ -239,6 +239,11 @@ func (n *Node) secureClosed(of *openFile) syscall.Errno {
 	if sf == nil || !of.dirty || of.awaitingSpace > 0 || !sf.holdsClosedSave() {
 		return 0
 	}
+	if sf.State() == staging.Appending {
+		// Only the closed save: what writers appended to it since was
+		// neither closed nor synced, and a crash must not keep it.
+		return n.commitPrefix(of, sf.Keep())
+	}
 	return n.commitNow(of)
 }
 
@@ -504,26 +509,34 @@ func (n *Node) commitStaged(of *openFile) syscall.Errno {
 
 // commitNow commits of's staging file as the inode's content. Call with
 // of.mu held.
-func (n *Node) commitNow(of *openFile) syscall.Errno {
+func (n *Node) commitNow(of *openFile) syscall.Errno { return n.commitPrefix(of, 0) }
+
+// commitPrefix commits the first limit bytes of of's staging file as the
+// inode's content (limit 0: all of it); the bytes after them stay to be
+// committed at the last close. Call with of.mu held.
+func (n *Node) commitPrefix(of *openFile, limit int64) syscall.Errno {
 	sf := of.stage
-	if err := n.fsys.commitFileNow(n.ino, n.path(), sf); err != nil {
+	if err := n.fsys.commitFileNow(n.ino, n.path(), sf, limit); err != nil {
 		return toErrno(err)
 	}
-	sf.committed = true
+	size, _, _ := sf.attr()
+	partial := limit > 0 && limit < size
+	sf.committed = !partial
 	if in, err := n.fsys.store.Inode(n.ino); err == nil {
 		sf.appendFrom = in.Size // what is appended from now on
 	} else {
 		sf.appendOnly = false
 	}
 	if sf.State() == staging.Appending {
-		// The save it kept is committed, with what was appended to it
-		// since: a crash now keeps the committed content.
+		// The save it kept is committed (with what was appended to it
+		// since, unless limit left that out): a crash now keeps the
+		// committed content.
 		if err := sf.Mark(staging.Open); err != nil {
 			return toErrno(err)
 		}
 	}
 	// Passthrough handles may write on without telling us.
-	of.dirty = of.passthrough > 0
+	of.dirty = of.passthrough > 0 || partial
 	if of.passthrough > 0 {
 		n.fsys.markStale(n.ino)
 	}
@@ -542,13 +555,16 @@ func (sf *stagedFile) appended() int64 {
 
 // commitFileNow commits sf as inode ino's content at once (fsync, a save
 // waiting for room). Call with the file's of.mu held.
-func (f *FS) commitFileNow(ino chain.Ino, path string, sf *stagedFile) error {
+func (f *FS) commitFileNow(ino chain.Ino, path string, sf *stagedFile, limit int64) error {
 	fc, err := f.store.BeginCommitFile(ino, path)
 	if err != nil {
 		return err
 	}
 	if appended := sf.appended(); appended >= 0 {
 		fc.Appended(appended)
+	}
+	if limit > 0 {
+		fc.Limit(limit)
 	}
 	mtime := stagedMtime(sf)
 	err = sf.use(func(file *os.File) error { return fc.Run(file, path, mtime) })

@@ -111,11 +111,15 @@ func (c *closedContents) synced(ino uint64, content []byte) {
 	}
 }
 
-// killRegressions are kill trials that once failed, run first every time:
-// 710272 (make stress) fsyncs a file through a read-only handle while
-// another handle writes it; the daemon commits then, as fsync is the
-// file's, and the test's record had not allowed that content.
-var killRegressions = []int64{710272}
+// killRegressions are kill trials that once failed, run first every time
+// (both found by make stress):
+//   - 710272 fsyncs a file through a read-only handle while another handle
+//     writes it; the daemon commits then, as fsync is the file's, and the
+//     test's record had not allowed that content;
+//   - 720082 closes a file, opens it O_APPEND and appends, then opens it
+//     O_TRUNC: the daemon committed the closed save with the appended
+//     bytes, which no one had closed or synced, and a SIGKILL kept them.
+var killRegressions = []int64{710272, 720082}
 
 // TestRandomOpsKill kills the daemon with SIGKILL at random steps of a
 // random-operation sequence, mounts the store again, and checks every

@@ -98,6 +98,10 @@ func (f *File) Path() string { return f.dir.name(f.Ino, f.seq, f.state, f.keep) 
 // State is the file's state.
 func (f *File) State() State { return f.state }
 
+// Keep is, in state Appending, the size of the closed save the file starts
+// with.
+func (f *File) Keep() int64 { return f.keep }
+
 // Mark moves the file to state s (a rename: it survives the daemon).
 func (f *File) Mark(s State) error {
 	if f.state == s {
