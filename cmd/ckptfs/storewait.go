@@ -26,6 +26,11 @@ import (
 // previousDaemonWait is how long a mount waits by default (--wait).
 const previousDaemonWait = time.Minute
 
+// unknownHolderGrace is how long a holder that cannot be told to be a
+// ckptfs daemon may keep the store before a mount is refused: long enough
+// for a daemon killed with SIGKILL just before to finish exiting.
+const unknownHolderGrace = 2 * time.Second
+
 // pollPrevious is how often the wait looks at the store again.
 const pollPrevious = 50 * time.Millisecond
 
@@ -34,12 +39,18 @@ const pollPrevious = 50 * time.Millisecond
 // daemon that still serves its mount, or another process, holds it.
 func waitPreviousDaemon(w io.Writer, store string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
+	unknownUntil := time.Now().Add(unknownHolderGrace)
 	said := false
 	for storeLocked(store) {
 		h, ok := findStoreHolder(store)
 		switch {
 		case !ok && !storeLocked(store):
 			return nil // let go while we looked
+		case !ok && time.Now().Before(unknownUntil):
+			// A daemon killed a moment ago holds its lock until it has
+			// exited, and shows no command line while it exits.
+			time.Sleep(pollPrevious)
+			continue
 		case !ok:
 			return fmt.Errorf("store %s is in use by another ckptfs daemon", store)
 		case h.serving:
