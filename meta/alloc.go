@@ -3,8 +3,9 @@ package meta
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
+
+	"github.com/ckptfs/ckptfs/meta/extent"
 )
 
 // ErrNoSpace reports that the device has too few free pages.
@@ -40,7 +41,7 @@ type Allocator struct {
 	pages int64
 
 	mu   sync.Mutex
-	free extentSet // persisted free list minus reservations
+	free extent.Set // persisted free list minus reservations
 }
 
 // NewAllocator loads the free list of space, which manages the pages
@@ -71,8 +72,8 @@ func NewAllocator(db *DB, space Space, base, pages int64) (*Allocator, error) {
 			if e.Start < base || e.End() > base+pages {
 				return fmt.Errorf("free extent %v outside [%d,%d): %w", e, base, base+pages, ErrBadExtent)
 			}
-			if err := a.free.add(e); err != nil {
-				return err
+			if err := a.free.Insert(e); err != nil {
+				return fmt.Errorf("free list: %v: %w", err, ErrBadExtent)
 			}
 		}
 		return nil
@@ -87,7 +88,7 @@ func NewAllocator(db *DB, space Space, base, pages int64) (*Allocator, error) {
 func (a *Allocator) FreePages() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.free.total
+	return a.free.Pages()
 }
 
 // Pages is the number of pages the allocator manages.
@@ -102,10 +103,10 @@ func (a *Allocator) Reserve(n int64) ([]Extent, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.free.total < n {
-		return nil, fmt.Errorf("reserve %d pages (%d free): %w", n, a.free.total, ErrNoSpace)
+	if a.free.Pages() < n {
+		return nil, fmt.Errorf("reserve %d pages (%d free): %w", n, a.free.Pages(), ErrNoSpace)
 	}
-	return a.free.take(n), nil
+	return a.free.TakeFit(n), nil
 }
 
 // Unreserve returns reserved pages that will not be committed.
@@ -113,7 +114,7 @@ func (a *Allocator) Unreserve(exts []Extent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range exts {
-		if err := a.free.add(e); err != nil {
+		if err := a.free.Insert(e); err != nil {
 			panic(fmt.Sprintf("allocator: unreserve %v: %v", e, err)) // a caller bug, not bad data
 		}
 	}
@@ -157,7 +158,7 @@ func (a *Allocator) CheckMemory(tx *Tx, problem func(format string, args ...any)
 		return err
 	}
 	a.mu.Lock()
-	mem := append([]Extent(nil), a.free.exts...)
+	mem := append([]Extent(nil), a.free.Extents()...)
 	a.mu.Unlock()
 	j := 0
 	for _, e := range mem {
@@ -254,71 +255,6 @@ func (tx *Tx) removeFree(space Space, e Extent) error {
 		return tx.putFree(space, Extent{Start: e.End(), Len: have.End() - e.End()})
 	}
 	return nil
-}
-
-// extentSet is a sorted list of disjoint, non-adjacent extents.
-type extentSet struct {
-	exts  []Extent
-	total int64
-}
-
-func (s *extentSet) add(e Extent) error {
-	if e.Len <= 0 {
-		return fmt.Errorf("empty extent %v: %w", e, ErrBadExtent)
-	}
-	i := sort.Search(len(s.exts), func(i int) bool { return s.exts[i].Start >= e.Start })
-	if i < len(s.exts) && s.exts[i].Start < e.End() || i > 0 && s.exts[i-1].End() > e.Start {
-		return fmt.Errorf("extent %v overlaps the free set: %w", e, ErrBadExtent)
-	}
-	s.total += e.Len
-	mergePrev := i > 0 && s.exts[i-1].End() == e.Start
-	mergeNext := i < len(s.exts) && s.exts[i].Start == e.End()
-	switch {
-	case mergePrev && mergeNext:
-		s.exts[i-1].Len += e.Len + s.exts[i].Len
-		s.exts = append(s.exts[:i], s.exts[i+1:]...)
-	case mergePrev:
-		s.exts[i-1].Len += e.Len
-	case mergeNext:
-		s.exts[i].Start = e.Start
-		s.exts[i].Len += e.Len
-	default:
-		s.exts = append(s.exts, Extent{})
-		copy(s.exts[i+1:], s.exts[i:])
-		s.exts[i] = e
-	}
-	return nil
-}
-
-// take removes n pages (n ≤ total): the first extent that holds them all, or
-// else pieces from the lowest addresses up.
-func (s *extentSet) take(n int64) []Extent {
-	s.total -= n
-	for i := range s.exts {
-		if s.exts[i].Len >= n {
-			out := []Extent{{Start: s.exts[i].Start, Len: n}}
-			s.exts[i].Start += n
-			s.exts[i].Len -= n
-			if s.exts[i].Len == 0 {
-				s.exts = append(s.exts[:i], s.exts[i+1:]...)
-			}
-			return out
-		}
-	}
-	var out []Extent
-	for n > 0 {
-		e := s.exts[0]
-		if e.Len > n {
-			out = append(out, Extent{Start: e.Start, Len: n})
-			s.exts[0].Start += n
-			s.exts[0].Len -= n
-			break
-		}
-		out = append(out, e)
-		n -= e.Len
-		s.exts = s.exts[1:]
-	}
-	return out
 }
 
 // ShadowExtents returns the shadow device pages of an inode's content, in

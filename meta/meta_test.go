@@ -29,7 +29,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("inode round trip: %v\n%+v\n%+v", err, *in, out)
 	}
 	v := &Version{ID: 3, Ino: 9, Family: "ckpt-#.pt", Ref: 2, Depth: 4, Size: 12345, Checksum: 0xdeadbeef,
-		Pack: []Extent{{10, 5}, {100, 1}}, PackBytes: 20000, Dependents: 2, Live: true, Codec: "planes",
+		Pack: []Extent{{Start: 10, Len: 5}, {Start: 100, Len: 1}}, PackBytes: 20000, Dependents: 2, Live: true, Codec: "planes",
 		Format: "torch-zip", Created: 42, Segments: 7, Chunks: 8, DeltaChunks: 5, UnchangedChunks: 1, TensorBytes: 999,
 		Path: "run/ckpt-10.pt", Layout: 0xfeedface12345678, LayoutTensors: 12, Fallback: true, RefReason: RefLayout}
 	var vo Version
@@ -56,7 +56,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 // TestVersionRecordV1 reads a version record of format 1 (before Path,
 // Layout, Fallback and RefReason): the fields it lacks read as empty.
 func TestVersionRecordV1(t *testing.T) {
-	v := &Version{ID: 3, Ino: 9, Family: "ckpt-#.pt", Ref: 2, Depth: 4, Size: 12345, Pack: []Extent{{10, 5}},
+	v := &Version{ID: 3, Ino: 9, Family: "ckpt-#.pt", Ref: 2, Depth: 4, Size: 12345, Pack: []Extent{{Start: 10, Len: 5}},
 		PackBytes: 20000, Live: true, Codec: "planes", Format: "torch-zip", TensorBytes: 999}
 	b := v.marshal()
 	// Version 2 appends five fields that take one byte each when empty.
@@ -72,7 +72,7 @@ func TestVersionRecordV1(t *testing.T) {
 }
 
 func TestTruncatedRecordsFail(t *testing.T) {
-	b := (&Version{ID: 1, Family: "f", Pack: []Extent{{1, 2}}, Codec: "planes"}).marshal()
+	b := (&Version{ID: 1, Family: "f", Pack: []Extent{{Start: 1, Len: 2}}, Codec: "planes"}).marshal()
 	for n := 0; n < len(b); n++ {
 		var v Version
 		if err := v.unmarshal(b[:n]); !errors.Is(err, ErrCorruptRecord) {
@@ -85,7 +85,7 @@ func TestTruncatedRecordsFail(t *testing.T) {
 // and whatever decodes re-encodes to a record that decodes the same.
 func FuzzRecords(f *testing.F) {
 	f.Add((&Inode{Ino: 1, Target: "x"}).marshal())
-	f.Add((&Version{ID: 1, Pack: []Extent{{1, 2}}}).marshal())
+	f.Add((&Version{ID: 1, Pack: []Extent{{Start: 1, Len: 2}}}).marshal())
 	f.Add((&Chunk{Offset: 1, Length: 2}).marshal())
 	f.Add((&Segment{Key: "k"}).marshal())
 	f.Add((&Family{Name: "n"}).marshal())
@@ -297,7 +297,7 @@ func TestAllocatorReserveCommitFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1, err := a.Reserve(300)
-	if err != nil || len(r1) != 1 || r1[0] != (Extent{100, 300}) {
+	if err != nil || len(r1) != 1 || r1[0] != (Extent{Start: 100, Len: 300}) {
 		t.Fatalf("Reserve = %v, %v", r1, err)
 	}
 	if _, err := a.Reserve(200); err != nil {
@@ -328,7 +328,7 @@ func TestAllocatorReserveCommitFree(t *testing.T) {
 	}
 	_ = db.View(func(tx *Tx) error {
 		exts, _ := tx.FreeExtents(DeviceSpace)
-		if len(exts) != 1 || exts[0] != (Extent{100, 1000}) {
+		if len(exts) != 1 || exts[0] != (Extent{Start: 100, Len: 1000}) {
 			t.Errorf("free list after freeing everything = %v, want one merged extent", exts)
 		}
 		return nil

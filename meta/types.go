@@ -1,6 +1,10 @@
 package meta
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ckptfs/ckptfs/meta/extent"
+)
 
 // Ino numbers an inode. The root directory is RootIno; numbers are never reused.
 type Ino uint64
@@ -12,13 +16,7 @@ type VersionID uint64
 const RootIno Ino = 1
 
 // Extent is a run of device logical pages.
-type Extent struct {
-	Start int64 // first logical page
-	Len   int64 // pages
-}
-
-// End is the first page after the extent.
-func (e Extent) End() int64 { return e.Start + e.Len }
+type Extent = extent.Extent
 
 // Inode is a file, directory or symlink. Regular files point at the version
 // that holds their committed bytes; Size mirrors that version's size.

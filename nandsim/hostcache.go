@@ -3,10 +3,9 @@ package nandsim
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"time"
 
+	"github.com/ckptfs/ckptfs/meta/extent"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,16 +28,10 @@ type hostCache struct {
 	limit  int64 // pages
 	now    func() time.Time
 
-	exts   []run // sorted, disjoint
-	pages  int64
-	since  time.Time // when the first of the pages was dirtied
-	spared int64     // pages trimmed, or written again, while dirty
+	dirty  extent.Set // logical pages
+	since  time.Time  // when the first of the pages was dirtied
+	spared int64      // pages trimmed, or written again, while dirty
 }
-
-// run is pages [start, start+n).
-type run struct{ start, n int64 }
-
-func (r run) end() int64 { return r.start + r.n }
 
 // DeferPrograms makes the device program written pages when the host's page
 // cache would write them back (see above): after expire, when more than
@@ -57,24 +50,18 @@ func (s *SSD) DeferPrograms(expire time.Duration, limitPages int64, now func() t
 // reports whether the dirty pages now pass the limit. Caller holds s.mu.
 func (s *SSD) dirtyLocked(lpn, n int64) bool {
 	hc := s.hc
-	if hc.pages == 0 {
+	if hc.dirty.Pages() == 0 {
 		hc.since = hc.now()
 	}
-	var overlap int64
-	hc.exts, overlap = addRun(hc.exts, run{lpn, n})
-	hc.pages += n - overlap
-	hc.spared += overlap // written again while dirty: written back once
-	return hc.pages > hc.limit
+	hc.spared += hc.dirty.Add(extent.Extent{Start: lpn, Len: n}) // written again while dirty: written back once
+	return hc.dirty.Pages() > hc.limit
 }
 
 // cleanLocked drops pages [lpn, lpn+n) from the dirty set: trimmed before
 // the host wrote them. Caller holds s.mu.
 func (s *SSD) cleanLocked(lpn, n int64) {
 	hc := s.hc
-	var dropped int64
-	hc.exts, dropped = removeRun(hc.exts, run{lpn, n})
-	hc.pages -= dropped
-	hc.spared += dropped
+	hc.spared += hc.dirty.Remove(extent.Extent{Start: lpn, Len: n})
 }
 
 // writeBackBatch bounds the pages programmed under one hold of s.mu, so
@@ -89,16 +76,16 @@ const writeBackBatch = 4096
 func (s *SSD) writeBack(onlyDue bool) error {
 	s.mu.Lock()
 	hc := s.hc
-	if hc == nil || hc.pages == 0 || (onlyDue && hc.now().Sub(hc.since) < hc.expire) {
+	if hc == nil || hc.dirty.Pages() == 0 || (onlyDue && hc.now().Sub(hc.since) < hc.expire) {
 		s.mu.Unlock()
 		return nil
 	}
-	left := hc.pages
+	left := hc.dirty.Pages()
 	s.mu.Unlock()
 	for left > 0 {
 		s.mu.Lock()
 		n, err := s.programFirstLocked(min(left, writeBackBatch))
-		if hc.pages > 0 {
+		if hc.dirty.Pages() > 0 {
 			hc.since = hc.now() // dirtied during the write-back: a new period
 		}
 		s.mu.Unlock()
@@ -113,19 +100,11 @@ func (s *SSD) writeBack(onlyDue bool) error {
 // programFirstLocked takes up to most pages from the front of the dirty set
 // and programs them. Caller holds s.mu.
 func (s *SSD) programFirstLocked(most int64) (int64, error) {
-	hc := s.hc
 	var n int64
-	for n < most && len(hc.exts) > 0 {
-		r := hc.exts[0]
-		k := min(r.n, most-n)
-		if k == r.n {
-			hc.exts = hc.exts[1:]
-		} else {
-			hc.exts[0] = run{r.start + k, r.n - k}
-		}
-		hc.pages -= k
-		n += k
-		if err := s.accountLocked(r.start, k); err != nil {
+	for n < most && s.hc.dirty.Pages() > 0 {
+		e := s.hc.dirty.TakeFront(min(s.hc.dirty.Extents()[0].Len, most-n))[0]
+		n += e.Len
+		if err := s.accountLocked(e.Start, e.Len); err != nil {
 			return n, err
 		}
 	}
@@ -158,7 +137,7 @@ func (s *SSD) DirtyPages() int64 {
 	if s.hc == nil {
 		return 0
 	}
-	return s.hc.pages
+	return s.hc.dirty.Pages()
 }
 
 // SparedPages is the pages written that the page cache never programmed:
@@ -183,16 +162,16 @@ func (s *SSD) catchUp() (int64, error) {
 	if fst, ok := s.st.(*fileStore); ok && !fst.reportsHoles() {
 		return 0, nil // every page would look written
 	}
-	var runs []run
+	var unmapped []extent.Extent
 	err := s.st.pages(int64(s.cfg.PageSize), func(lpn, n int64) {
 		for i := lpn; i < min(lpn+n, int64(s.f.nLogical)); i++ {
 			if s.f.l2p.get(int32(i)) >= 0 {
 				continue
 			}
-			if k := len(runs) - 1; k >= 0 && runs[k].end() == i {
-				runs[k].n++
+			if k := len(unmapped) - 1; k >= 0 && unmapped[k].End() == i {
+				unmapped[k].Len++
 			} else {
-				runs = append(runs, run{i, 1})
+				unmapped = append(unmapped, extent.Extent{Start: i, Len: 1})
 			}
 		}
 	})
@@ -203,9 +182,9 @@ func (s *SSD) catchUp() (int64, error) {
 	ps := int64(s.cfg.PageSize)
 	buf := make([]byte, batch*ps)
 	var n int64
-	for _, r := range runs {
-		for lpn := r.start; lpn < r.end(); {
-			k := min(r.end()-lpn, batch)
+	for _, r := range unmapped {
+		for lpn := r.Start; lpn < r.End(); {
+			k := min(r.End()-lpn, batch)
 			if err := s.st.readAt(buf[:k*ps], lpn*ps); err != nil {
 				return n, fmt.Errorf("catch up with the backing: %w", err)
 			}
@@ -237,47 +216,4 @@ func allZero(p []byte) bool {
 func (s *fileStore) reportsHoles() bool {
 	_, err := unix.Seek(int(s.f.Fd()), 0, unix.SEEK_DATA)
 	return err == nil || errors.Is(err, unix.ENXIO)
-}
-
-// addRun adds r to the sorted, disjoint runs and returns them with the
-// number of r's pages that were there already. Runs that overlap or touch
-// r are merged with it.
-func addRun(runs []run, r run) ([]run, int64) {
-	if r.n <= 0 {
-		return runs, 0
-	}
-	lo := sort.Search(len(runs), func(i int) bool { return runs[i].end() >= r.start })
-	hi := lo
-	var overlap int64
-	merged := r
-	for ; hi < len(runs) && runs[hi].start <= r.end(); hi++ {
-		x := runs[hi]
-		overlap += max(0, min(x.end(), r.end())-max(x.start, r.start))
-		start := min(merged.start, x.start)
-		merged = run{start, max(merged.end(), x.end()) - start}
-	}
-	return slices.Replace(runs, lo, hi, merged), overlap
-}
-
-// removeRun removes r from the sorted, disjoint runs and returns them with
-// the number of pages removed.
-func removeRun(runs []run, r run) ([]run, int64) {
-	if r.n <= 0 {
-		return runs, 0
-	}
-	lo := sort.Search(len(runs), func(i int) bool { return runs[i].end() > r.start })
-	hi := lo
-	var removed int64
-	var keep []run // what is left of runs[lo:hi]: at most two pieces
-	for ; hi < len(runs) && runs[hi].start < r.end(); hi++ {
-		x := runs[hi]
-		removed += min(x.end(), r.end()) - max(x.start, r.start)
-		if x.start < r.start {
-			keep = append(keep, run{x.start, r.start - x.start})
-		}
-		if r.end() < x.end() {
-			keep = append(keep, run{r.end(), x.end() - r.end()})
-		}
-	}
-	return slices.Replace(runs, lo, hi, keep...), removed
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/meta/extent"
 	"github.com/sirupsen/logrus"
 )
 
@@ -177,7 +178,7 @@ func (a *Accounts) Release(tx *meta.Tx, ino meta.Ino) error {
 // resize grows or shrinks an inode's shadow extents to pages pages; freed
 // pages are trimmed on the shadow device.
 func (a *Accounts) resize(tx *meta.Tx, ino meta.Ino, exts []meta.Extent, pages int64) ([]meta.Extent, error) {
-	have := extentPages(exts)
+	have := extent.Pages(exts)
 	switch {
 	case pages < have:
 		keep, drop := splitExtents(exts, pages)
@@ -205,14 +206,6 @@ func (a *Accounts) resize(tx *meta.Tx, ino meta.Ino, exts []meta.Extent, pages i
 		return meta.AppendExtents(exts, more), nil
 	}
 	return exts, nil
-}
-
-func extentPages(exts []meta.Extent) int64 {
-	var n int64
-	for _, e := range exts {
-		n += e.Len
-	}
-	return n
 }
 
 // splitExtents cuts a file-ordered extent list after pages pages.

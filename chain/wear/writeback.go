@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/meta/extent"
 	"github.com/sirupsen/logrus"
 )
 
@@ -32,8 +33,7 @@ type writeBack struct {
 // dirtyFile is one inode's dirty shadow pages (device pages, disjoint) and
 // when the first of them was dirtied, which the kernel's expiry counts from.
 type dirtyFile struct {
-	exts  []meta.Extent
-	pages int64
+	pages extent.Set
 	since time.Time
 }
 
@@ -96,15 +96,11 @@ func (a *Accounts) dirty(tx *meta.Tx, ino meta.Ino, exts []meta.Extent) {
 			df = &dirtyFile{since: wb.now()}
 			wb.files[ino] = df
 		}
-		var added int64
+		before := df.pages.Pages()
 		for _, e := range exts {
-			df.exts = union(df.exts, e)
-			added += e.Len
+			wb.spared += df.pages.Add(e) // pages dirty again count once
 		}
-		n := extentPages(df.exts) // pages dirty again count once
-		wb.spared += added - (n - df.pages)
-		wb.pages += n - df.pages
-		df.pages = n
+		wb.pages += df.pages.Pages() - before
 		over := wb.pages > wb.limit
 		wb.mu.Unlock()
 		if over {
@@ -128,13 +124,11 @@ func (a *Accounts) freed(tx *meta.Tx, ino meta.Ino, drop []meta.Extent) {
 			return
 		}
 		for _, e := range drop {
-			df.exts = subtract(df.exts, e)
+			removed := df.pages.Remove(e)
+			wb.pages -= removed
+			wb.spared += removed
 		}
-		n := extentPages(df.exts)
-		wb.pages -= df.pages - n
-		wb.spared += df.pages - n
-		df.pages = n
-		if n == 0 {
+		if df.pages.Pages() == 0 {
 			delete(wb.files, ino)
 		}
 	})
@@ -148,7 +142,7 @@ func (wb *writeBack) take(pick func(ino meta.Ino, df *dirtyFile) bool) []*dirtyF
 	for ino, df := range wb.files {
 		if pick(ino, df) {
 			out = append(out, df)
-			wb.pages -= df.pages
+			wb.pages -= df.pages.Pages()
 			delete(wb.files, ino)
 		}
 	}
@@ -157,7 +151,7 @@ func (wb *writeBack) take(pick func(ino meta.Ino, df *dirtyFile) bool) []*dirtyF
 
 func (a *Accounts) chargeFiles(dfs []*dirtyFile) {
 	for _, df := range dfs {
-		a.charge(df.exts)
+		a.charge(df.pages.Extents())
 	}
 }
 
@@ -237,53 +231,13 @@ func (a *Accounts) writeBackOver() {
 			}
 		}
 		if df != nil {
-			wb.pages -= df.pages
+			wb.pages -= df.pages.Pages()
 			delete(wb.files, oldest)
 		}
 		wb.mu.Unlock()
 		if df == nil {
 			return
 		}
-		a.charge(df.exts)
+		a.charge(df.pages.Extents())
 	}
-}
-
-// union adds e to the sorted, disjoint extents exts.
-func union(exts []meta.Extent, e meta.Extent) []meta.Extent {
-	out := make([]meta.Extent, 0, len(exts)+1)
-	for _, x := range exts {
-		switch {
-		case x.End() < e.Start || e.End() < x.Start:
-			out = append(out, x)
-		default: // overlapping or touching: merge into e
-			lo, hi := min(x.Start, e.Start), max(x.End(), e.End())
-			e = meta.Extent{Start: lo, Len: hi - lo}
-		}
-	}
-	i := 0
-	for i < len(out) && out[i].Start < e.Start {
-		i++
-	}
-	out = append(out, meta.Extent{})
-	copy(out[i+1:], out[i:])
-	out[i] = e
-	return out
-}
-
-// subtract removes e from the sorted, disjoint extents exts.
-func subtract(exts []meta.Extent, e meta.Extent) []meta.Extent {
-	var out []meta.Extent
-	for _, x := range exts {
-		if x.End() <= e.Start || e.End() <= x.Start {
-			out = append(out, x)
-			continue
-		}
-		if x.Start < e.Start {
-			out = append(out, meta.Extent{Start: x.Start, Len: e.Start - x.Start})
-		}
-		if e.End() < x.End() {
-			out = append(out, meta.Extent{Start: e.End(), Len: x.End() - e.End()})
-		}
-	}
-	return out
 }
