@@ -4,6 +4,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/ckptfs/ckptfs/fs/fstest"
 	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
@@ -26,7 +27,7 @@ func runPosix(t *testing.T, daemonWritten bool) {
 	for _, name := range names {
 		fn := posixtest.All[name]
 		t.Run(name, func(t *testing.T) {
-			if why, ok := PosixExceptions[name]; ok {
+			if why, ok := fstest.PosixExceptions[name]; ok {
 				t.Skip(why)
 			}
 			m := newTestMountMode(t, nil, daemonWritten)

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/ckptfs/ckptfs/fs"
+	"github.com/ckptfs/ckptfs/fs/fstest"
 	"github.com/hanwen/go-fuse/v2/posixtest"
 )
 
@@ -22,7 +22,7 @@ func TestPosix(t *testing.T) {
 	for _, name := range names {
 		fn := posixtest.All[name]
 		t.Run(name, func(t *testing.T) {
-			if why, ok := fs.PosixExceptions[name]; ok {
+			if why, ok := fstest.PosixExceptions[name]; ok {
 				t.Skip(why)
 			}
 			dir := filepath.Join(m.dir, name)

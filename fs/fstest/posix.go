@@ -1,4 +1,7 @@
-package fs
+// Package fstest holds what the in-process tests of fs and the mounted
+// binary's tests (integration) share about the expected behaviour of a
+// mount; the daemon imports none of it.
+package fstest
 
 // PosixExceptions lists the cases of go-fuse's POSIX conformance suite
 // (posixtest) that ckptfs does not pass by design, with why. The in-process
