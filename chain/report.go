@@ -1,9 +1,9 @@
 package chain
 
 import (
-	"path"
 	"sort"
 
+	"github.com/ckptfs/ckptfs/chain/namespace"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
 )
@@ -128,7 +128,7 @@ func (s *Store) Figures() (*Summary, *Contents, error) {
 		r.StreamedFiles = int64(tx.mtx.Counter("streamed_versions"))
 		r.FallbackFiles = int64(tx.mtx.Counter("fallback_versions"))
 		refPaths := map[meta.VersionID]string{}
-		paths, err := filePaths(tx)
+		paths, err := namespace.Paths(tx.mtx)
 		if err != nil {
 			return err
 		}
@@ -184,41 +184,4 @@ func (s *Store) Figures() (*Summary, *Contents, error) {
 		r.ShadowDirtyPages, r.ShadowSparedPages = s.wear.DirtyPages(), s.wear.SparedPages()
 	}
 	return r, c, nil
-}
-
-// filePaths maps inodes to a path below the root (one of them, for hard
-// links).
-func filePaths(tx *txn) (map[meta.Ino]string, error) {
-	type link struct {
-		parent meta.Ino
-		name   string
-	}
-	up := map[meta.Ino]link{}
-	err := tx.mtx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
-		if _, ok := up[child]; !ok {
-			up[child] = link{parent, name}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	paths := map[meta.Ino]string{meta.RootIno: ""}
-	var resolve func(ino meta.Ino, depth int) string
-	resolve = func(ino meta.Ino, depth int) string {
-		if p, ok := paths[ino]; ok {
-			return p
-		}
-		l, ok := up[ino]
-		if !ok || depth > 4096 {
-			return "(unlinked)"
-		}
-		p := path.Join(resolve(l.parent, depth+1), l.name)
-		paths[ino] = p
-		return p
-	}
-	for ino := range up {
-		resolve(ino, 0)
-	}
-	return paths, nil
 }

@@ -8,7 +8,6 @@ package namespace
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 	"time"
 
@@ -812,44 +811,6 @@ func Verify(tx *meta.Tx, add func(string, string, ...any)) (map[meta.Ino]*meta.I
 		}
 	}
 	return inodes, nil
-}
-
-// PathOf returns a path of inode ino below the root ("dir/name"), for an
-// inode found with no name at hand (a save recovered after a crash). It
-// scans the directory entries: not for hot paths.
-func (ns *Namespace) PathOf(ino meta.Ino) (string, error) {
-	var path string
-	err := ns.view(func(tx *txn) error {
-		type entry struct {
-			parent meta.Ino
-			name   string
-		}
-		up := map[meta.Ino]entry{}
-		err := tx.mtx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
-			if _, ok := up[child]; !ok {
-				up[child] = entry{parent, name}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		var parts []string
-		for at, seen := ino, 0; at != meta.RootIno; seen++ {
-			e, ok := up[at]
-			if !ok || seen > len(up) {
-				return fmt.Errorf("path of inode %d: %w", ino, syscall.ENOENT)
-			}
-			parts = append(parts, e.name)
-			at = e.parent
-		}
-		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-			parts[i], parts[j] = parts[j], parts[i]
-		}
-		path = strings.Join(parts, "/")
-		return nil
-	})
-	return path, err
 }
 
 // errFound stops a scan of the directory entries at its first match.

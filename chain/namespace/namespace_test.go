@@ -877,3 +877,34 @@ func TestLookupAndReadDir(t *testing.T) {
 		t.Errorf("PathOf(missing) = %v, want ENOENT", err)
 	}
 }
+
+// Paths names every inode as PathOf does, one scan for all of them; a hard
+// link's inode gets its first entry in key order.
+func TestPathsMatchPathOf(t *testing.T) {
+	fx, tr := newTree(t)
+	var paths map[meta.Ino]string
+	err := fx.db.View(func(tx *meta.Tx) (err error) {
+		paths, err = namespace.Paths(tx)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[meta.Ino]string{meta.RootIno: "", tr.a: "a", tr.sub: "a/sub", tr.deep: "a/sub/deep",
+		tr.aFile: "a/file", tr.b: "b", tr.bFile: "b/file", tr.empty: "empty", tr.full: "full",
+		tr.x: "full/x", tr.f: "f", tr.g: "g"}
+	if len(paths) != len(want) {
+		t.Errorf("Paths: %d inodes, want %d: %v", len(paths), len(want), paths)
+	}
+	for ino, p := range want {
+		if paths[ino] != p {
+			t.Errorf("Paths[%d] = %q, want %q", ino, paths[ino], p)
+		}
+		if ino == meta.RootIno {
+			continue
+		}
+		if got, err := fx.ns.PathOf(ino); err != nil || got != p {
+			t.Errorf("PathOf(%d) = %q, %v; want %q", ino, got, err, p)
+		}
+	}
+}
