@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ckptfs/ckptfs/encode/cputime"
 	"github.com/klauspost/compress/fse"
 	"github.com/klauspost/compress/huff0"
 )
@@ -20,7 +21,7 @@ func cpuRate(n int, f func()) float64 {
 		var cpu time.Duration
 		k := 0
 		for cpu < 50*time.Millisecond {
-			cpu += threadCPU(f)
+			cpu += cputime.Thread(f)
 			k++
 		}
 		best = max(best, float64(n)*float64(k)/cpu.Seconds()/1e6)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ckptfs/ckptfs/encode/cputime"
 )
 
 // TestReportRatios prints the acceptance table: codec x data set, coded size
@@ -111,7 +113,7 @@ func measure(t testing.TB, c Codec, dt DType, pairs []chunkPair) measurement {
 			var cpu time.Duration
 			n := 0
 			for cpu < 100*time.Millisecond {
-				cpu += threadCPU(f)
+				cpu += cputime.Thread(f)
 				n++
 			}
 			best = max(best, float64(m.plain)*float64(n)/cpu.Seconds()/1e6)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
+	"github.com/ckptfs/ckptfs/encode/cputime"
 	"github.com/ckptfs/ckptfs/encode/detect"
-	"github.com/ckptfs/ckptfs/integration/internal/cputime"
 )
 
 // The store's default cut (chain/policy.DefaultLayout): tensors in chunks

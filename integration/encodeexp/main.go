@@ -38,7 +38,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/encode"
-	"github.com/ckptfs/ckptfs/integration/internal/cputime"
+	"github.com/ckptfs/ckptfs/encode/cputime"
 )
 
 // chunkElems is the store's chunk length in elements (64 Ki).

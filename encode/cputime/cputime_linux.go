@@ -2,7 +2,8 @@
 
 // Package cputime measures work in CPU time of the calling thread, so that
 // "MB/s per core" means something on a machine shared with other work
-// (the benchmark driver and the codec experiments use it).
+// (the codec's own tests, the benchmark driver and the codec experiments
+// use it).
 package cputime
 
 import (
