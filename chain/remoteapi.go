@@ -16,11 +16,11 @@ import (
 // transaction commits (nil: nobody). Set it before the store is served.
 func (s *Store) OnCommitted(fn func(id meta.VersionID, size int64)) { s.committed = fn }
 
-// Hold runs fn on a snapshot of the metadata taken between two updates and
+// hold runs fn on a snapshot of the metadata taken between two updates and
 // pins the versions fn returns, so that none of them is freed (its pages
 // handed out again) until release is called. Every version fn saw in the
-// snapshot exists when Hold returns.
-func (s *Store) Hold(fn func(tx *meta.Tx) ([]meta.VersionID, error)) (release func(), err error) {
+// snapshot exists when hold returns.
+func (s *Store) hold(fn func(tx *meta.Tx) ([]meta.VersionID, error)) (release func(), err error) {
 	var ids []meta.VersionID
 	err = s.db.ViewBetweenUpdates(func(tx *meta.Tx) error {
 		var err error
@@ -45,14 +45,93 @@ func (s *Store) Hold(fn func(tx *meta.Tx) ([]meta.VersionID, error)) (release fu
 	}, nil
 }
 
+// Dirent is one name in a directory.
+type Dirent struct {
+	Parent meta.Ino `json:"parent"`
+	Name   string   `json:"name"`
+	Child  meta.Ino `json:"child"`
+}
+
+// Xattr is one extended attribute.
+type Xattr struct {
+	Ino   meta.Ino `json:"ino"`
+	Name  string   `json:"name"`
+	Value []byte   `json:"value"`
+}
+
+// Tree is a store's namespace: its inodes, their names and their
+// extended attributes.
+type Tree struct {
+	Inodes  []meta.Inode
+	Dirents []Dirent
+	Xattrs  []Xattr
+}
+
+// Snapshot is the store at one moment: every version and the tree.
+type Snapshot struct {
+	Versions []meta.Version
+	Tree
+}
+
+// HoldSnapshot takes a snapshot of the store between two updates and
+// pins the versions pin selects, so that none of them is freed until
+// release is called.
+func (s *Store) HoldSnapshot(pin func(v *meta.Version) bool) (snap *Snapshot, release func(), err error) {
+	release, err = s.hold(func(tx *meta.Tx) ([]meta.VersionID, error) {
+		snap = &Snapshot{}
+		var pinned []meta.VersionID
+		err := tx.ForEachVersion(func(v *meta.Version) error {
+			snap.Versions = append(snap.Versions, *v)
+			if pin(v) {
+				pinned = append(pinned, v.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		err = tx.ForEachInode(func(n *meta.Inode) error {
+			snap.Inodes = append(snap.Inodes, *n)
+			for _, name := range tx.ListXattr(n.Ino) {
+				if v, ok := tx.Xattr(n.Ino, name); ok {
+					snap.Xattrs = append(snap.Xattrs, Xattr{Ino: n.Ino, Name: name, Value: v})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		err = tx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
+			snap.Dirents = append(snap.Dirents, Dirent{Parent: parent, Name: name, Child: child})
+			return nil
+		})
+		return pinned, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, release, nil
+}
+
+// VersionRecords returns the records a version is read by: its segments
+// and its chunks, in order.
+func (s *Store) VersionRecords(id meta.VersionID) (segs []meta.Segment, chunks []meta.Chunk, err error) {
+	err = s.db.View(func(tx *meta.Tx) error {
+		var err error
+		if segs, err = tx.Segments(id); err != nil {
+			return err
+		}
+		return tx.ForEachChunk(id, func(c *meta.Chunk) error { chunks = append(chunks, *c); return nil })
+	})
+	return segs, chunks, err
+}
+
 // ReadPack fills p with the bytes at offset off of the pack kept at loc (a
 // version's encoded chunks, meta.Version.Pack).
 func (s *Store) ReadPack(loc storage.Location, p []byte, off int64) error {
 	return s.data.ReadAt(loc, p, off)
 }
-
-// DB is the store's metadata database.
-func (s *Store) DB() *meta.DB { return s.db }
 
 // ImportVersion records a version copied from another store (ckptfs pull)
 // under its own number, which must be free: its pack, read from pack, is
@@ -126,11 +205,32 @@ func (s *Store) ImportVersion(v meta.Version, segs []meta.Segment, chunks []meta
 	return nil
 }
 
-// ImportTree records, in one transaction run by fn, the inodes, names
-// and xattrs of a store copied from elsewhere, after its versions
-// (ImportVersion).
-func (s *Store) ImportTree(fn func(tx *meta.Tx) error) error {
-	return s.update(func(tx *txn) error { return fn(tx.mtx) })
+// ImportTree records the tree of a store copied from elsewhere, in one
+// transaction, after its versions (ImportVersion).
+func (s *Store) ImportTree(t Tree) error {
+	return s.update(func(tx *txn) error {
+		xattrs := t.xattrsByIno()
+		var maxIno meta.Ino
+		for i := range t.Inodes {
+			n := &t.Inodes[i]
+			maxIno = max(maxIno, n.Ino)
+			if err := tx.mtx.PutInode(n); err != nil {
+				return err
+			}
+			if err := setXattrs(tx.mtx, n.Ino, xattrs[n.Ino]); err != nil {
+				return err
+			}
+		}
+		for _, d := range t.Dirents {
+			if err := tx.mtx.Link(d.Parent, d.Name, d.Child); err != nil {
+				return err
+			}
+		}
+		if tx.mtx.Counter("next_ino") < uint64(maxIno) {
+			return tx.mtx.SetCounter("next_ino", uint64(maxIno))
+		}
+		return nil
+	})
 }
 
 // Empty reports whether the store holds nothing but an empty root.
@@ -141,4 +241,32 @@ func (s *Store) Empty() (bool, error) {
 		return tx.ForEachVersion(func(*meta.Version) error { empty = false; return nil })
 	})
 	return empty, err
+}
+
+// xattrsByIno groups the tree's extended attributes by inode.
+func (t *Tree) xattrsByIno() map[meta.Ino][]Xattr {
+	out := map[meta.Ino][]Xattr{}
+	for _, x := range t.Xattrs {
+		out[x.Ino] = append(out[x.Ino], x)
+	}
+	return out
+}
+
+// setXattrs makes ino's extended attributes xs.
+func setXattrs(tx *meta.Tx, ino meta.Ino, xs []Xattr) error {
+	want := map[string]bool{}
+	for _, x := range xs {
+		want[x.Name] = true
+		if err := tx.SetXattr(ino, x.Name, x.Value); err != nil {
+			return err
+		}
+	}
+	for _, name := range tx.ListXattr(ino) {
+		if !want[name] {
+			if _, err := tx.RemoveXattr(ino, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

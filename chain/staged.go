@@ -241,7 +241,7 @@ func (s *Store) ChargeStaged(bytes int64) {
 // against) from being freed until release is called, whatever happens to
 // the inode meanwhile. A file with no content holds nothing (release nil).
 func (s *Store) HoldContent(ino Ino) (release func(), err error) {
-	release, err = s.Hold(func(tx *meta.Tx) ([]meta.VersionID, error) {
+	release, err = s.hold(func(tx *meta.Tx) ([]meta.VersionID, error) {
 		n, err := tx.Inode(ino)
 		if err != nil || n.Version == 0 {
 			return nil, err

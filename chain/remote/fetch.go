@@ -30,7 +30,7 @@ const blockSize = 4096
 // ErrReadOnly is what a replica answers to writes.
 var ErrReadOnly = errors.New("read-only replica of a remote store")
 
-// fetcher is the storage.Backend of a replica: a version's pack is at
+// fetcher is the storage.Source of a replica: a version's pack is at
 // location [id<<32, blocks), its bytes in the pieces its manifest names,
 // fetched from the bucket by range on first read and kept in a cache file
 // per piece. A piece fetched whole is checked against its SHA-256 and the
@@ -383,18 +383,5 @@ func (f *fetcher) seal(pc Piece, ps *pieceState) error {
 		return fmt.Errorf("chunk cache: %w", err)
 	}
 	ps.done = true
-	return nil
-}
-
-func (f *fetcher) Write(data []byte) (storage.Location, error) { return nil, ErrReadOnly }
-func (f *fetcher) Commit(tx *meta.Tx, loc storage.Location) error {
-	return ErrReadOnly
-}
-func (f *fetcher) Free(tx *meta.Tx, loc storage.Location) error { return nil }
-func (f *fetcher) Release(loc storage.Location)                 {}
-func (f *fetcher) Recover(tx *meta.Tx, clean bool) error        { return nil }
-func (f *fetcher) Space() (total, free int64)                   { return 1, 0 }
-func (f *fetcher) Sync() error                                  { return nil }
-func (f *fetcher) Check(tx *meta.Tx, used []storage.Owned, problem func(kind, format string, args ...any)) error {
 	return nil
 }

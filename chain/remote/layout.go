@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -56,18 +57,10 @@ type Manifest struct {
 }
 
 // Dirent is one name in a directory.
-type Dirent struct {
-	Parent meta.Ino `json:"parent"`
-	Name   string   `json:"name"`
-	Child  meta.Ino `json:"child"`
-}
+type Dirent = chain.Dirent
 
 // Xattr is one extended attribute.
-type Xattr struct {
-	Ino   meta.Ino `json:"ino"`
-	Name  string   `json:"name"`
-	Value []byte   `json:"value"`
-}
+type Xattr = chain.Xattr
 
 // RootVersion names a version's manifest.
 type RootVersion struct {

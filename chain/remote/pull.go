@@ -76,27 +76,15 @@ func Pull(ctx context.Context, b bucket.Bucket, store *chain.Store) (PullStats, 
 		}
 		ps.BytesFetched += pr.fetched
 	}
-	err = store.ImportTree(func(tx *meta.Tx) error {
-		var maxIno meta.Ino
-		for ino, n := range un.inodes {
-			maxIno = max(maxIno, ino)
-			if err := tx.PutInode(n); err != nil {
-				return err
-			}
-			if err := putXattrs(tx, ino, un.xattrs[ino]); err != nil {
-				return err
-			}
+	t := chain.Tree{Dirents: un.dirents}
+	for ino, n := range un.inodes {
+		t.Inodes = append(t.Inodes, *n)
+		for _, x := range un.xattrs[ino] {
+			x.Ino = ino
+			t.Xattrs = append(t.Xattrs, x)
 		}
-		for _, d := range un.dirents {
-			if err := tx.Link(d.Parent, d.Name, d.Child); err != nil {
-				return err
-			}
-		}
-		if tx.Counter("next_ino") < uint64(maxIno) {
-			return tx.SetCounter("next_ino", uint64(maxIno))
-		}
-		return nil
-	})
+	}
+	err = store.ImportTree(t)
 	if err != nil {
 		return ps, fmt.Errorf("pull %s: %w", b, err)
 	}

@@ -207,26 +207,15 @@ func TestCorruptPiece(t *testing.T) {
 	writeFile(t, s, "notes.txt", other)
 	b := bucket.NewMemory()
 	push(t, s, dir, b, Options{})
-	var victim string
-	err := s.DB().View(func(tx *meta.Tx) error {
-		n, err := tx.Lookup(meta.RootIno, "ckpt-0.npy")
-		if err != nil {
-			return err
-		}
-		recs, err := (&state{}).withDB(dir, func(st *state) (map[meta.VersionID]uploadedRec, error) { return st.uploaded() })
-		if err != nil {
-			return err
-		}
-		in, err := tx.Inode(n)
-		if err != nil {
-			return err
-		}
-		victim = recs[in.Version].Pieces[0]
-		return nil
-	})
+	in, err := s.Lookup(meta.RootIno, "ckpt-0.npy")
 	if err != nil {
 		t.Fatal(err)
 	}
+	recs, err := (&state{}).withDB(dir, func(st *state) (map[meta.VersionID]uploadedRec, error) { return st.uploaded() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := recs[in.Version].Pieces[0]
 	b.Corrupt(victim, 5000)
 	r := openReplica(t, b)
 	if _, err := readFile(r.Store, "ckpt-0.npy"); !errors.Is(err, chain.ErrChecksum) {

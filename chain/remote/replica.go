@@ -15,6 +15,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
+	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
@@ -91,7 +92,7 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 	if o.Policy.Codec == 0 && o.Policy.Scheme == 0 {
 		o.Policy = policy.Default()
 	}
-	store, err := chain.NewStore(db, fetch, nil, o)
+	store, err := chain.NewStore(db, storage.ReadOnly(fetch, ErrReadOnly), nil, o)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("replica %s: %w", dir, err)

@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
+	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
@@ -525,193 +527,45 @@ func renumberXattrs(xs []Xattr, ino meta.Ino) []Xattr {
 	return out
 }
 
-// apply makes the metadata in db the union's, in one transaction: names
-// that went are unlinked, inodes that went are deleted, except those
-// inUse reports (open, or known to the kernel), which stay as orphans
-// with their versions until the kernel forgets them, as an unlinked file
-// on any filesystem. It returns the versions the metadata keeps.
+// apply makes the metadata in db the union's (chain.ReplaceTree): names
+// that went are unlinked, inodes that went are deleted, except those inUse
+// reports, which stay as orphans with their versions. It returns the
+// versions the metadata keeps (with the union's manifest where it has one)
+// and the inodes.
 func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID]*Manifest, map[meta.Ino]bool, error) {
-	kept := map[meta.VersionID]*Manifest{}
-	inodes := map[meta.Ino]bool{}
-	err := db.Update(func(tx *meta.Tx) error {
-		type entry struct {
-			parent meta.Ino
-			name   string
-		}
-		want := make(map[entry]meta.Ino, len(u.dirents))
-		for _, d := range u.dirents {
-			want[entry{d.Parent, d.Name}] = d.Child
-		}
-		have := map[entry]meta.Ino{}
-		if err := tx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
-			have[entry{parent, name}] = child
-			return nil
-		}); err != nil {
-			return err
-		}
-		for e, child := range have {
-			if want[e] != child {
-				if err := tx.Unlink(e.parent, e.name); err != nil {
-					return err
-				}
-			}
-		}
-		for e, child := range want {
-			if have[e] != child {
-				if err := tx.Link(e.parent, e.name, child); err != nil {
-					return err
-				}
-			}
-		}
-		// Inodes: the union's, and the orphans kept for their users.
-		holds := map[meta.VersionID]bool{}
-		var old []meta.Inode
-		if err := tx.ForEachInode(func(n *meta.Inode) error { old = append(old, *n); return nil }); err != nil {
-			return err
-		}
-		var maxIno meta.Ino
-		for i := range old {
-			n := &old[i]
-			maxIno = max(maxIno, n.Ino)
-			if u.inodes[n.Ino] != nil {
-				continue
-			}
-			if inUse != nil && inUse(n.Ino) {
-				if n.Nlink != 0 {
-					n.Nlink = 0
-					if err := tx.PutInode(n); err != nil {
-						return err
-					}
-					if err := tx.MarkOrphan(n.Ino); err != nil {
-						return err
-					}
-				}
-				holds[n.Version] = true
-				inodes[n.Ino] = true
-				continue
-			}
-			if err := tx.DeleteInode(n.Ino); err != nil {
-				return err
-			}
-		}
-		for ino, n := range u.inodes {
-			inodes[ino] = true
-			maxIno = max(maxIno, ino)
-			if err := tx.PutInode(n); err != nil {
-				return err
-			}
-			if err := tx.UnmarkOrphan(ino); err != nil {
-				return err
-			}
-			holds[n.Version] = true
-			if err := putXattrs(tx, ino, u.xattrs[ino]); err != nil {
-				return err
-			}
-		}
-		// Versions: the union's and what orphans need, each with the
-		// versions it is coded against.
-		olds := map[meta.VersionID]*meta.Version{}
-		if err := tx.ForEachVersion(func(v *meta.Version) error { c := *v; olds[v.ID] = &c; return nil }); err != nil {
-			return err
-		}
-		var keep func(id meta.VersionID)
-		keep = func(id meta.VersionID) {
-			for id != 0 && kept[id] == nil {
-				if m := u.manifests[id]; m != nil {
-					kept[id] = m
-					id = m.Version.Ref
-				} else if v := olds[id]; v != nil {
-					kept[id] = &Manifest{Version: *v}
-					id = v.Ref
-				} else {
-					return
-				}
-			}
-		}
-		for id := range u.manifests {
-			keep(id)
-		}
-		for id := range holds {
-			keep(id)
-		}
-		deps := map[meta.VersionID]uint32{}
-		for _, m := range kept {
-			if m.Version.Ref != 0 {
-				deps[m.Version.Ref]++
-			}
-		}
-		var maxVersion meta.VersionID
-		var logical, stored int64
-		for id := range olds {
-			if kept[id] == nil {
-				if err := tx.DeleteVersion(id); err != nil {
-					return err
-				}
-			}
-		}
-		for id, m := range kept {
-			v := m.Version
-			if old := olds[id]; old != nil {
-				v = *old
-			} else {
-				var size int64
-				for _, p := range m.Pieces {
-					size += p.Size
-				}
-				if size != v.PackBytes {
-					return fmt.Errorf("version %d: pieces hold %d bytes, its pack %d: %w", id, size, v.PackBytes, ErrCorrupt)
-				}
-				v.Pack = location(id, v.PackBytes)
-				for i := range m.Segments {
-					if err := tx.PutSegment(id, &m.Segments[i]); err != nil {
-						return err
-					}
-				}
-				for i := range m.Chunks {
-					if err := tx.PutChunk(id, &m.Chunks[i]); err != nil {
-						return err
-					}
-				}
-			}
-			v.Live, v.Dependents = holds[id], deps[id]
-			if err := tx.PutVersion(&v); err != nil {
-				return err
-			}
-			maxVersion = max(maxVersion, id)
-			if v.Live {
-				logical += v.Size
-			}
-			stored += v.PackBytes
-		}
-		for name, v := range map[string]uint64{"next_ino": uint64(maxIno), "next_version": uint64(maxVersion),
-			"logical_bytes": uint64(logical), "stored_bytes": uint64(stored)} {
-			if v < tx.Counter(name) && (name == "next_ino" || name == "next_version") {
-				continue
-			}
-			if err := tx.SetCounter(name, v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return kept, inodes, err
-}
-
-// putXattrs makes ino's extended attributes xs.
-func putXattrs(tx *meta.Tx, ino meta.Ino, xs []Xattr) error {
-	want := map[string]bool{}
-	for _, x := range xs {
-		want[x.Name] = true
-		if err := tx.SetXattr(ino, x.Name, x.Value); err != nil {
-			return err
+	t := chain.Tree{Dirents: u.dirents}
+	for ino, n := range u.inodes {
+		t.Inodes = append(t.Inodes, *n)
+		for _, x := range u.xattrs[ino] {
+			x.Ino = ino
+			t.Xattrs = append(t.Xattrs, x)
 		}
 	}
-	for _, name := range tx.ListXattr(ino) {
-		if !want[name] {
-			if _, err := tx.RemoveXattr(ino, name); err != nil {
-				return err
-			}
+	versions := make(map[meta.VersionID]*chain.VersionRecords, len(u.manifests))
+	for id, m := range u.manifests {
+		versions[id] = &chain.VersionRecords{Version: m.Version, Segments: m.Segments, Chunks: m.Chunks}
+	}
+	locate := func(v *meta.Version) (storage.Location, error) {
+		var size int64
+		for _, p := range u.manifests[v.ID].Pieces {
+			size += p.Size
+		}
+		if size != v.PackBytes {
+			return nil, fmt.Errorf("version %d: pieces hold %d bytes, its pack %d: %w", v.ID, size, v.PackBytes, ErrCorrupt)
+		}
+		return location(v.ID, v.PackBytes), nil
+	}
+	keptIDs, inodes, err := chain.ReplaceTree(db, t, versions, locate, inUse)
+	if err != nil {
+		return nil, nil, err
+	}
+	kept := make(map[meta.VersionID]*Manifest, len(keptIDs))
+	for id := range keptIDs {
+		if m := u.manifests[id]; m != nil {
+			kept[id] = m
+		} else {
+			kept[id] = &Manifest{} // the replica's own record: no pieces to fetch
 		}
 	}
-	return nil
+	return kept, inodes, nil
 }

@@ -19,14 +19,8 @@ import (
 func (u *Uploader) uploadVersion(ctx context.Context, v *meta.Version) (uploadedRec, int64, error) {
 	m := Manifest{Format: formatVersion, Version: *v}
 	m.Version.Pack = nil
-	err := u.store.DB().View(func(tx *meta.Tx) error {
-		var err error
-		if m.Segments, err = tx.Segments(v.ID); err != nil {
-			return err
-		}
-		return tx.ForEachChunk(v.ID, func(c *meta.Chunk) error { m.Chunks = append(m.Chunks, *c); return nil })
-	})
-	if err != nil {
+	var err error
+	if m.Segments, m.Chunks, err = u.store.VersionRecords(v.ID); err != nil {
 		return uploadedRec{}, 0, fmt.Errorf("records: %w", err)
 	}
 	pack := packReader{store: u.store, loc: v.Pack}

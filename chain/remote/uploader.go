@@ -329,39 +329,20 @@ type snapshot struct {
 
 // collect takes a snapshot and pins the versions it must upload.
 func (u *Uploader) collect(done map[meta.VersionID]uploadedRec) (*snapshot, func(), error) {
+	st, release, err := u.store.HoldSnapshot(func(v *meta.Version) bool {
+		_, ok := done[v.ID]
+		return !ok
+	})
 	var snap *snapshot
-	release, err := u.store.Hold(func(tx *meta.Tx) ([]meta.VersionID, error) {
-		snap = &snapshot{root: Root{Format: formatVersion}}
-		var pin []meta.VersionID
-		err := tx.ForEachVersion(func(v *meta.Version) error {
+	if err == nil {
+		snap = &snapshot{root: Root{Format: formatVersion, Inodes: st.Inodes, Dirents: st.Dirents, Xattrs: st.Xattrs}}
+		for _, v := range st.Versions {
 			snap.versions = append(snap.versions, v.ID)
 			if _, ok := done[v.ID]; !ok {
-				snap.todo = append(snap.todo, *v)
-				pin = append(pin, v.ID)
+				snap.todo = append(snap.todo, v)
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
-		err = tx.ForEachInode(func(n *meta.Inode) error {
-			snap.root.Inodes = append(snap.root.Inodes, *n)
-			for _, name := range tx.ListXattr(n.Ino) {
-				if v, ok := tx.Xattr(n.Ino, name); ok {
-					snap.root.Xattrs = append(snap.root.Xattrs, Xattr{Ino: n.Ino, Name: name, Value: v})
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		err = tx.ForEachDirent(func(parent meta.Ino, name string, child meta.Ino) error {
-			snap.root.Dirents = append(snap.root.Dirents, Dirent{Parent: parent, Name: name, Child: child})
-			return nil
-		})
-		return pin, err
-	})
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot of the store: %w", err)
 	}

@@ -124,3 +124,29 @@ func CheckCover(used []Owned, free []meta.Extent, first, end int64, what string,
 		problem("overlap", "%s extents run past the device end %d", what, end)
 	}
 }
+
+// Source is where a read-only store's packs are read from (a replica's
+// bucket, chain/remote): blocks, read by location.
+type Source interface {
+	BlockSize() int
+	ReadAt(loc Location, p []byte, off int64) error
+}
+
+// ReadOnly is a Backend that reads from src and refuses writes with
+// errWrite: it owns no space, so there is nothing to free, recover or
+// check.
+func ReadOnly(src Source, errWrite error) Backend { return readOnly{src, errWrite} }
+
+type readOnly struct {
+	Source
+	errWrite error
+}
+
+func (r readOnly) Write([]byte) (Location, error)                                        { return nil, r.errWrite }
+func (r readOnly) Commit(*meta.Tx, Location) error                                       { return r.errWrite }
+func (r readOnly) Free(*meta.Tx, Location) error                                         { return nil }
+func (r readOnly) Release(Location)                                                      {}
+func (r readOnly) Recover(*meta.Tx, bool) error                                          { return nil }
+func (r readOnly) Space() (total, free int64)                                            { return 1, 0 }
+func (r readOnly) Sync() error                                                           { return nil }
+func (r readOnly) Check(*meta.Tx, []Owned, func(kind, format string, args ...any)) error { return nil }
