@@ -49,7 +49,7 @@ func BenchmarkCommitFile(b *testing.B) {
 			b.SetBytes(int64(len(files[0])))
 			for i := 0; b.Loop(); i++ {
 				name := fmt.Sprintf("ckpt-%d.npy", i)
-				n, err := ds.Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
+				n, err := ds.Names().Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -57,7 +57,7 @@ func BenchmarkCommitFile(b *testing.B) {
 					b.Fatal(err)
 				}
 				if i >= 2 { // keep two, as a rotation does
-					if err := ds.Unlink(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", i-2), nil); err != nil {
+					if err := ds.Names().Unlink(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", i-2), nil); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -40,7 +40,7 @@ func crashVictim(dir string) {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	// Commit the next file of the series (the parent knows the contents).
 	round := 0
-	if n, err := s.Lookup(meta.RootIno, "round"); err == nil {
+	if n, err := s.Names().Lookup(meta.RootIno, "round"); err == nil {
 		round = int(n.Size)
 	}
 	series := ckpttest.TrainingSeries(12, 30_000, round+2)
@@ -48,14 +48,14 @@ func crashVictim(dir string) {
 	writeFile(&t, s, "round", bytes.Repeat([]byte{1}, round+1), 1)
 	fmt.Println("committed", round)
 	// Then, until killed: ingest, rename and delete, never finishing.
-	n, _ := s.Create(meta.RootIno, "partial.npy", NewNode{Mode: syscall.S_IFREG | 0o644})
+	n, _ := s.Names().Create(meta.RootIno, "partial.npy", NewNode{Mode: syscall.S_IFREG | 0o644})
 	w, _ := s.NewWriter(n.Ino, pathIs("partial.npy"))
 	fmt.Println("ingesting")
 	for off := int64(0); ; off += 4096 {
 		w.WriteAt(randomBytes(rng, 4096), off, 1)
 		if off%(1<<20) == 0 {
-			_ = s.Rename(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", round), meta.RootIno, "tmp", 0, nil)
-			_ = s.Rename(meta.RootIno, "tmp", meta.RootIno, fmt.Sprintf("ckpt-%d.npy", round), 0, nil)
+			_ = s.Names().Rename(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", round), meta.RootIno, "tmp", 0, nil)
+			_ = s.Names().Rename(meta.RootIno, "tmp", meta.RootIno, fmt.Sprintf("ckpt-%d.npy", round), 0, nil)
 		}
 	}
 }
@@ -89,8 +89,8 @@ func TestCrashDuringIngest(t *testing.T) {
 		series := ckpttest.TrainingSeries(12, 30_000, trial+1)
 		// A kill between the victim's two renames leaves the newest file
 		// under its temporary name: legal, and its content must be intact.
-		if _, err := ds.Lookup(meta.RootIno, "tmp"); err == nil {
-			if err := ds.Rename(meta.RootIno, "tmp", meta.RootIno, fmt.Sprintf("ckpt-%d.npy", trial), 0, nil); err != nil {
+		if _, err := ds.Names().Lookup(meta.RootIno, "tmp"); err == nil {
+			if err := ds.Names().Rename(meta.RootIno, "tmp", meta.RootIno, fmt.Sprintf("ckpt-%d.npy", trial), 0, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -99,11 +99,11 @@ func TestCrashDuringIngest(t *testing.T) {
 				t.Fatalf("trial %d: committed ckpt-%d damaged by the crash", trial, i)
 			}
 		}
-		if n, err := ds.Lookup(meta.RootIno, "partial.npy"); err == nil && n.Size != 0 {
+		if n, err := ds.Names().Lookup(meta.RootIno, "partial.npy"); err == nil && n.Size != 0 {
 			t.Fatalf("trial %d: uncommitted partial.npy visible with %d bytes", trial, n.Size)
 		}
 		mustCheck(t, ds.Store, true)
-		if err := ds.Unlink(meta.RootIno, "partial.npy", nil); err != nil {
+		if err := ds.Names().Unlink(meta.RootIno, "partial.npy", nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := ds.Close(); err != nil {

@@ -352,18 +352,18 @@ func (p *tracePlayer) play() {
 	for i, op := range p.ops {
 		switch op.Op {
 		case "mkdir":
-			in, err := p.s.Create(p.dirIno(op), op.Name, NewNode{Mode: syscall.S_IFDIR | 0o755})
+			in, err := p.s.Names().Create(p.dirIno(op), op.Name, NewNode{Mode: syscall.S_IFDIR | 0o755})
 			if err != nil {
 				t.Fatalf("line %d: %v", op.Line, err)
 			}
 			p.dirs[ckpttest.JoinPath(op.Dir, op.Name)] = in.Ino
 		case "rmdir":
-			if err := p.s.Rmdir(p.dirIno(op), op.Name, p.isOpen); err != nil {
+			if err := p.s.Names().Rmdir(p.dirIno(op), op.Name, p.isOpen); err != nil {
 				t.Fatalf("line %d: %v", op.Line, err)
 			}
 			delete(p.dirs, ckpttest.JoinPath(op.Dir, op.Name))
 		case "create":
-			in, err := p.s.Create(p.dirIno(op), op.Name, NewNode{Mode: syscall.S_IFREG | 0o644})
+			in, err := p.s.Names().Create(p.dirIno(op), op.Name, NewNode{Mode: syscall.S_IFREG | 0o644})
 			if err != nil {
 				t.Fatalf("line %d: %v", op.Line, err)
 			}
@@ -420,7 +420,7 @@ func (p *tracePlayer) play() {
 			p.commit(f)
 			f.open = false
 			if f.unlinked {
-				if err := p.s.Forget(f.ino); err != nil {
+				if err := p.s.Names().Forget(f.ino); err != nil {
 					t.Fatalf("line %d: forget: %v", op.Line, err)
 				}
 			}
@@ -431,7 +431,7 @@ func (p *tracePlayer) play() {
 				t.Fatalf("line %d: rename of %q: not a file of the trace (directories are not supported)", op.Line, from)
 			}
 			parent := p.dirIno(op)
-			if err := p.s.Rename(parent, op.Name, parent, op.NewName, 0, p.isOpen); err != nil {
+			if err := p.s.Names().Rename(parent, op.Name, parent, op.NewName, 0, p.isOpen); err != nil {
 				t.Fatalf("line %d: %v", op.Line, err)
 			}
 			if old := p.live[to]; old != nil {
@@ -450,7 +450,7 @@ func (p *tracePlayer) play() {
 			if f == nil {
 				t.Fatalf("line %d: unlink of unknown file %q", op.Line, np)
 			}
-			if err := p.s.Unlink(p.dirIno(op), op.Name, p.isOpen); err != nil {
+			if err := p.s.Names().Unlink(p.dirIno(op), op.Name, p.isOpen); err != nil {
 				t.Fatalf("line %d: %v", op.Line, err)
 			}
 			delete(p.live, np)

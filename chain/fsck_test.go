@@ -106,7 +106,7 @@ func TestFsckAndReadsFindCorruptChunk(t *testing.T) {
 	if !hasProblem(rep, "corrupt-chunk") {
 		t.Fatalf("deep fsck missed a corrupted chunk: %v", rep.Problems)
 	}
-	n, _ := ds.Lookup(meta.RootIno, "ckpt-1.npy")
+	n, _ := ds.Names().Lookup(meta.RootIno, "ckpt-1.npy")
 	r, _ := ds.OpenVersion(n.Version)
 	buf := make([]byte, r.Size())
 	if _, err := r.ReadAt(buf, 0); !errors.Is(err, ErrChecksum) {

@@ -79,7 +79,7 @@ func checkGoldenStore(t *testing.T, dir, manifestPath string, provenance bool, w
 			}
 		case f[0] == "xattr":
 			n := lookupPath(t, ds.Store, f[1])
-			if v, ok := ds.Xattr(n.Ino, f[2]); !ok || string(v) != f[3] {
+			if v, ok := ds.Names().Xattr(n.Ino, f[2]); !ok || string(v) != f[3] {
 				t.Errorf("xattr %s %s = %q", f[1], f[2], v)
 			}
 		case f[0] == "links":
@@ -132,7 +132,7 @@ func lookupPath(t *testing.T, s *Store, p string) *meta.Inode {
 	n := &meta.Inode{Ino: meta.RootIno}
 	for _, name := range strings.Split(p, "/") {
 		var err error
-		if n, err = s.Lookup(n.Ino, name); err != nil {
+		if n, err = s.Names().Lookup(n.Ino, name); err != nil {
 			t.Fatalf("lookup %s: %v", p, err)
 		}
 	}

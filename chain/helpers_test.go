@@ -31,9 +31,9 @@ func openTestStore(t testing.TB, dir string, p policy.Policy) *DirStore {
 // pieces of the given size, and commits it.
 func writeFile(t testing.TB, s *Store, name string, data []byte, piece int) meta.Ino {
 	t.Helper()
-	n, err := s.Lookup(meta.RootIno, name)
+	n, err := s.Names().Lookup(meta.RootIno, name)
 	if err != nil {
-		if n, err = s.Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
+		if n, err = s.Names().Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func writeFile(t testing.TB, s *Store, name string, data []byte, piece int) meta
 // readFile reads a committed file through a Reader.
 func readFile(t testing.TB, s *Store, name string) []byte {
 	t.Helper()
-	n, err := s.Lookup(meta.RootIno, name)
+	n, err := s.Names().Lookup(meta.RootIno, name)
 	if err != nil {
 		t.Fatalf("lookup %s: %v", name, err)
 	}

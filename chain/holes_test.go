@@ -14,7 +14,7 @@ import (
 // chunksOf lists a committed file's chunk records.
 func chunksOf(t *testing.T, s *Store, ino meta.Ino) []meta.Chunk {
 	t.Helper()
-	n, err := s.Inode(ino)
+	n, err := s.Names().Inode(ino)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func chunksOf(t *testing.T, s *Store, ino meta.Ino) []meta.Chunk {
 // readSpan reads [off, off+n) of a committed file.
 func readSpan(t *testing.T, s *Store, ino meta.Ino, off int64, n int) []byte {
 	t.Helper()
-	in, err := s.Inode(ino)
+	in, err := s.Names().Inode(ino)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestHoleCostsNothing(t *testing.T) {
 			t.Errorf("bytes at %d are not zeros", off)
 		}
 	}
-	n, _ := s.Inode(ino)
+	n, _ := s.Names().Inode(ino)
 	var sum uint32
 	_ = s.db.View(func(tx *meta.Tx) error {
 		v, err := tx.Version(n.Version)

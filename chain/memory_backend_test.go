@@ -38,7 +38,7 @@ func TestStoreOnMemoryBackend(t *testing.T) {
 		if got := readFile(t, s, name); !bytes.Equal(got, ckpttest.NpyFile(w)) {
 			t.Fatalf("%s read back differs", name)
 		}
-		n, err := s.Lookup(RootIno, name)
+		n, err := s.Names().Lookup(RootIno, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestStoreOnMemoryBackend(t *testing.T) {
 	}
 	mustCheck(t, s, true)
 	for i := range series {
-		if err := s.Unlink(RootIno, fmt.Sprintf("ckpt-%d.npy", i), nil); err != nil {
+		if err := s.Names().Unlink(RootIno, fmt.Sprintf("ckpt-%d.npy", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,9 +13,9 @@ import (
 
 // saveFile is writeFile for goroutines: it returns the error.
 func saveFile(s *Store, name string, data []byte) error {
-	n, err := s.Lookup(meta.RootIno, name)
+	n, err := s.Names().Lookup(meta.RootIno, name)
 	if err != nil {
-		if n, err = s.Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
+		if n, err = s.Names().Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
 			return err
 		}
 	}
@@ -52,7 +52,7 @@ func TestReferenceFreedWhileChosen(t *testing.T) {
 		var saveErr, unlinkErr error
 		wg.Add(2)
 		go func() { defer wg.Done(); saveErr = saveFile(s, "ckpt-2.npy", ckpttest.NpyFile(series[1])) }()
-		go func() { defer wg.Done(); unlinkErr = s.Unlink(meta.RootIno, "ckpt-1.npy", nil) }()
+		go func() { defer wg.Done(); unlinkErr = s.Names().Unlink(meta.RootIno, "ckpt-1.npy", nil) }()
 		wg.Wait()
 		if saveErr != nil || unlinkErr != nil {
 			t.Fatalf("round %d: save: %v, unlink: %v", i, saveErr, unlinkErr)
@@ -60,7 +60,7 @@ func TestReferenceFreedWhileChosen(t *testing.T) {
 		if got := readFile(t, s, "ckpt-2.npy"); string(got) != string(ckpttest.NpyFile(series[1])) {
 			t.Fatalf("round %d: ckpt-2.npy reads back different", i)
 		}
-		if err := s.Unlink(meta.RootIno, "ckpt-2.npy", nil); err != nil {
+		if err := s.Names().Unlink(meta.RootIno, "ckpt-2.npy", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

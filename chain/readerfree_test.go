@@ -24,7 +24,7 @@ func TestReaderOfReplacedVersion(t *testing.T) {
 	old := make([]byte, 3<<20)
 	rng.Read(old)
 	writeFile(t, s, "f", old, 1<<20)
-	n, err := s.Lookup(meta.RootIno, "f")
+	n, err := s.Names().Lookup(meta.RootIno, "f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestReadsRaceCommits(t *testing.T) {
 		data := make([]byte, size)
 		rand.New(rand.NewSource(seed)).Read(data)
 		writeFile(t, s, "f", data, 256<<10)
-		n, err := s.Lookup(meta.RootIno, "f")
+		n, err := s.Names().Lookup(meta.RootIno, "f")
 		if err != nil {
 			t.Error(err)
 			return
@@ -85,7 +85,7 @@ func TestReadsRaceCommits(t *testing.T) {
 					return
 				default:
 				}
-				n, err := s.Lookup(meta.RootIno, "f")
+				n, err := s.Names().Lookup(meta.RootIno, "f")
 				if err != nil {
 					t.Error(err)
 					return

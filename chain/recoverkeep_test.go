@@ -46,7 +46,7 @@ func TestRecoverStagedKeepsFailedSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	n, err := s.Create(meta.RootIno, "f", NewNode{Mode: syscall.S_IFREG | 0o644})
+	n, err := s.Names().Create(meta.RootIno, "f", NewNode{Mode: syscall.S_IFREG | 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}

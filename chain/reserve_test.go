@@ -30,7 +30,7 @@ func TestReserveSpace(t *testing.T) {
 	defer s.Close()
 	rng := rand.New(rand.NewSource(1))
 	create := func(name string) Ino {
-		n, err := s.Create(RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
+		n, err := s.Names().Create(RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestReserveSpace(t *testing.T) {
 	if err := s.ReserveSpace(d, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Unlink(RootIno, "d.bin", nil); err != nil {
+	if err := s.Names().Unlink(RootIno, "d.bin", nil); err != nil {
 		t.Fatal(err)
 	}
 	if s.ReservedSpace(d) != 0 || s.Statfs().FreePages != free || s.resv.blocks != 0 {

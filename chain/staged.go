@@ -180,11 +180,11 @@ func (s *Store) RecoverStaged(dir *staging.Dir) (ingested int, err error) {
 
 func (s *Store) recoverOne(e staging.Entry) (bool, error) {
 	ino := Ino(e.Ino)
-	n, err := s.Inode(ino)
+	n, err := s.Names().Inode(ino)
 	if err != nil || n.Nlink == 0 || n.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return false, nil // gone: nothing to keep
 	}
-	path, err := s.PathOf(ino)
+	path, err := s.Names().PathOf(ino)
 	if err != nil {
 		return false, nil
 	}

@@ -28,7 +28,7 @@ func TestRecoverStaged(t *testing.T) {
 	closedIno := writeFile(t, ds.Store, "tmp.npy", nil, 1)
 	goneIno := writeFile(t, ds.Store, "gone.npy", nil, 1)
 	logIno := writeFile(t, ds.Store, "train.log", []byte("step 0\n"), 1<<16)
-	openIno, err := ds.Store.Lookup(meta.RootIno, "open.npy")
+	openIno, err := ds.Store.Names().Lookup(meta.RootIno, "open.npy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +69,10 @@ func TestRecoverStaged(t *testing.T) {
 	appending.Close()
 	// The closed save was renamed over the live name, and the other file
 	// deleted, before the daemon died.
-	if err := ds.Store.Rename(meta.RootIno, "tmp.npy", meta.RootIno, "latest.npy", 0, nil); err != nil {
+	if err := ds.Store.Names().Rename(meta.RootIno, "tmp.npy", meta.RootIno, "latest.npy", 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ds.Store.Unlink(meta.RootIno, "gone.npy", func(meta.Ino) bool { return false }); err != nil {
+	if err := ds.Store.Names().Unlink(meta.RootIno, "gone.npy", func(meta.Ino) bool { return false }); err != nil {
 		t.Fatal(err)
 	}
 	if err := ds.Close(); err != nil {
@@ -104,7 +104,7 @@ func TestRecoverStaged(t *testing.T) {
 	for _, p := range rep.Problems {
 		t.Errorf("fsck: %v", p)
 	}
-	if _, err := ds.Store.Inode(goneIno); err == nil {
+	if _, err := ds.Store.Names().Inode(goneIno); err == nil {
 		t.Errorf("deleted inode %d came back", goneIno)
 	}
 }

@@ -75,7 +75,7 @@ type Options struct {
 // Store is a ckptfs store: metadata, the backend keeping encoded chunks,
 // the wear accounts and the coding policy.
 type Store struct {
-	*namespace.Namespace // names, attributes, links
+	names *namespace.Namespace // names, attributes, links: Names
 
 	db        *meta.DB
 	data      storage.Backend // where encoded chunks live
@@ -117,6 +117,10 @@ type Store struct {
 	waitingStaged []KeptStaged
 }
 
+// Names is the store's namespace: inodes, their names, attributes and
+// links. Removing a file's last name frees its versions through the store.
+func (s *Store) Names() *namespace.Namespace { return s.names }
+
 // NewStore assembles a store from an open metadata database, the backend
 // that keeps encoded chunks, and the wear accounts that observe the store
 // (nil: nothing accounted beyond what the backend's medium counts).
@@ -133,7 +137,7 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.Namespace = namespace.New(db, s.now, namespace.Hooks{
+	s.names = namespace.New(db, s.now, namespace.Hooks{
 		Drop:    func(mtx *meta.Tx, n *meta.Inode) error { return (&txn{mtx: mtx, s: s}).dropContent(n) },
 		Changed: func() { s.shadowMetadata(1) },
 	})
@@ -263,7 +267,7 @@ func (s *Store) recover() error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	for _, ino := range orphans {
-		if err := s.Forget(ino); err != nil {
+		if err := s.Names().Forget(ino); err != nil {
 			return fmt.Errorf("recover: release orphan %d: %w", ino, err)
 		}
 	}

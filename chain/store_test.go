@@ -50,7 +50,7 @@ func TestDeltasShrinkDriftingWeights(t *testing.T) {
 	}
 	var infos []*FileInfo
 	for i := range series {
-		n, _ := ds.Lookup(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", i))
+		n, _ := ds.Names().Lookup(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", i))
 		info, err := ds.Info(n.Ino)
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +104,7 @@ func TestSchemesAndDeletionOrders(t *testing.T) {
 						alive[i] = true
 					}
 					for _, victim := range order {
-						if err := ds.Unlink(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", victim), nil); err != nil {
+						if err := ds.Names().Unlink(meta.RootIno, fmt.Sprintf("ckpt-%d.npy", victim), nil); err != nil {
 							t.Fatal(err)
 						}
 						delete(alive, victim)
@@ -195,7 +195,7 @@ func TestEmptyFileHasNoVersion(t *testing.T) {
 	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	ino := writeFile(t, ds.Store, "e.pt", nil, 1)
-	n, _ := ds.Inode(ino)
+	n, _ := ds.Names().Inode(ino)
 	if n.Size != 0 || n.Version != 0 {
 		t.Fatalf("empty file: %+v", n)
 	}
@@ -216,7 +216,7 @@ func TestStagedModel(t *testing.T) {
 	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	rng := rand.New(rand.NewSource(7))
-	n, err := ds.Create(meta.RootIno, "f.bin", NewNode{Mode: syscall.S_IFREG | 0o644})
+	n, err := ds.Names().Create(meta.RootIno, "f.bin", NewNode{Mode: syscall.S_IFREG | 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,67 +287,67 @@ func TestNamespace(t *testing.T) {
 	ds := openTestStore(t, "", policy.Default())
 	defer ds.Close()
 	s := ds.Store
-	dir, err := s.Create(meta.RootIno, "d", NewNode{Mode: syscall.S_IFDIR | 0o755})
+	dir, err := s.Names().Create(meta.RootIno, "d", NewNode{Mode: syscall.S_IFDIR | 0o755})
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, s, "a", []byte("aaa"), 2)
 	writeFile(t, s, "b", []byte("bbbb"), 2)
-	if _, err := s.Create(meta.RootIno, "a", NewNode{Mode: syscall.S_IFREG}); !errors.Is(err, syscall.EEXIST) {
+	if _, err := s.Names().Create(meta.RootIno, "a", NewNode{Mode: syscall.S_IFREG}); !errors.Is(err, syscall.EEXIST) {
 		t.Fatalf("create existing: %v", err)
 	}
 	// Rename over an existing file replaces it atomically.
-	if err := s.Rename(meta.RootIno, "a", meta.RootIno, "b", 0, nil); err != nil {
+	if err := s.Names().Rename(meta.RootIno, "a", meta.RootIno, "b", 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, s, "b"); string(got) != "aaa" {
 		t.Fatalf("after rename-over b = %q", got)
 	}
-	if _, err := s.Lookup(meta.RootIno, "a"); !errors.Is(err, syscall.ENOENT) {
+	if _, err := s.Names().Lookup(meta.RootIno, "a"); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("old name still there: %v", err)
 	}
-	if err := s.Rename(meta.RootIno, "b", dir.Ino, "c", RenameNoReplace, nil); err != nil {
+	if err := s.Names().Rename(meta.RootIno, "b", dir.Ino, "c", RenameNoReplace, nil); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, s, "x", []byte("x"), 1)
-	if err := s.Rename(meta.RootIno, "x", dir.Ino, "c", RenameNoReplace, nil); !errors.Is(err, syscall.EEXIST) {
+	if err := s.Names().Rename(meta.RootIno, "x", dir.Ino, "c", RenameNoReplace, nil); !errors.Is(err, syscall.EEXIST) {
 		t.Fatalf("noreplace: %v", err)
 	}
-	if err := s.Rename(meta.RootIno, "x", dir.Ino, "c", RenameExchange, nil); err != nil {
+	if err := s.Names().Rename(meta.RootIno, "x", dir.Ino, "c", RenameExchange, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, s, "x"); string(got) != "aaa" {
 		t.Fatalf("after exchange x = %q", got)
 	}
-	if err := s.Rmdir(meta.RootIno, "d", nil); !errors.Is(err, syscall.ENOTEMPTY) {
+	if err := s.Names().Rmdir(meta.RootIno, "d", nil); !errors.Is(err, syscall.ENOTEMPTY) {
 		t.Fatalf("rmdir non-empty: %v", err)
 	}
-	if err := s.Rename(meta.RootIno, "d", dir.Ino, "inside", 0, nil); !errors.Is(err, syscall.EINVAL) {
+	if err := s.Names().Rename(meta.RootIno, "d", dir.Ino, "inside", 0, nil); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("move dir into itself: %v", err)
 	}
 	// Hard link, then unlink while "open": the inode lives until Forget.
-	n, _ := s.Lookup(meta.RootIno, "x")
-	if _, err := s.Link(n.Ino, meta.RootIno, "x2"); err != nil {
+	n, _ := s.Names().Lookup(meta.RootIno, "x")
+	if _, err := s.Names().Link(n.Ino, meta.RootIno, "x2"); err != nil {
 		t.Fatal(err)
 	}
 	open := func(ino meta.Ino) bool { return ino == n.Ino }
-	if err := s.Unlink(meta.RootIno, "x", open); err != nil {
+	if err := s.Names().Unlink(meta.RootIno, "x", open); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Unlink(meta.RootIno, "x2", open); err != nil {
+	if err := s.Names().Unlink(meta.RootIno, "x2", open); err != nil {
 		t.Fatal(err)
 	}
-	if in, err := s.Inode(n.Ino); err != nil || in.Nlink != 0 {
+	if in, err := s.Names().Inode(n.Ino); err != nil || in.Nlink != 0 {
 		t.Fatalf("open unlinked inode: %+v %v", in, err)
 	}
 	mustCheck(t, s, true)
-	if err := s.Forget(n.Ino); err != nil {
+	if err := s.Names().Forget(n.Ino); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Inode(n.Ino); !errors.Is(err, syscall.ENOENT) {
+	if _, err := s.Names().Inode(n.Ino); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("forgotten orphan still there: %v", err)
 	}
-	ents, _ := s.ReadDir(dir.Ino)
+	ents, _ := s.Names().ReadDir(dir.Ino)
 	var names []string
 	for _, e := range ents {
 		names = append(names, e.Name)
@@ -369,7 +369,7 @@ func TestOutOfSpaceThenRecover(t *testing.T) {
 	var failed error
 	for i := 0; i < 100 && failed == nil; i++ {
 		name := fmt.Sprintf("fill-%d", i)
-		n, err := ds.Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
+		n, err := ds.Names().Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +392,7 @@ func TestOutOfSpaceThenRecover(t *testing.T) {
 	}
 	mustCheck(t, ds.Store, false)
 	for _, name := range names {
-		if err := ds.Unlink(meta.RootIno, name, nil); err != nil {
+		if err := ds.Names().Unlink(meta.RootIno, name, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

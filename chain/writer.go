@@ -46,7 +46,7 @@ type Writer struct {
 // A file that had content is rewritten in place, and its previous content
 // is its reference of choice.
 func (s *Store) NewWriter(ino meta.Ino, path func() string) (*Writer, error) {
-	n, err := s.Inode(ino)
+	n, err := s.Names().Inode(ino)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func modelSeries(seed int64, names []string, elems, n int) [][]byte {
 
 func createFile(t *testing.T, s *Store, name string) meta.Ino {
 	t.Helper()
-	n, err := s.Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
+	n, err := s.Names().Create(meta.RootIno, name, NewNode{Mode: syscall.S_IFREG | 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func mmapSave(t *testing.T, s *Store, ino meta.Ino, tmp, final string, data []by
 
 func readIno(t *testing.T, s *Store, ino meta.Ino) []byte {
 	t.Helper()
-	n, err := s.Inode(ino)
+	n, err := s.Names().Inode(ino)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,12 +276,12 @@ func TestRecoverFreesInterruptedRelease(t *testing.T) {
 	s := ds.Store
 	series := ckpttest.TrainingSeries(2, 100_000, 1)
 	ino := writeFile(t, s, "a.npy", ckpttest.NpyFile(series[0]), 1<<16)
-	n, err := s.Inode(ino)
+	n, err := s.Names().Inode(ino)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.pin(n.Version)
-	if err := s.Unlink(meta.RootIno, "a.npy", nil); err != nil {
+	if err := s.Names().Unlink(meta.RootIno, "a.npy", nil); err != nil {
 		t.Fatal(err)
 	}
 	// The crash: the process and its pins are gone.

@@ -95,13 +95,13 @@ func testReadUpdatesAtime(t *testing.T, daemonWritten bool) {
 	// It lasts: the unmount writes it to the store (FlushAtimes, one
 	// transaction for every file read), and until then stat shows it.
 	ino := chain.Ino(statT(t, name).Ino)
-	if in, err := m.store.Inode(ino); err != nil || in.Atime >= statTimes(t, name).atime {
+	if in, err := m.store.Names().Inode(ino); err != nil || in.Atime >= statTimes(t, name).atime {
 		t.Errorf("the read's atime was written at once (%v): one synced transaction per file read", err)
 	}
 	if err := m.fsys.FlushAtimes(); err != nil {
 		t.Fatal(err)
 	}
-	in, err := m.store.Inode(ino)
+	in, err := m.store.Names().Inode(ino)
 	if err != nil {
 		t.Fatal(err)
 	}

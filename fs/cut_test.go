@@ -44,7 +44,7 @@ func testCutCoversClosedFiles(t *testing.T, daemonWritten bool) {
 			t.Fatal(err)
 		}
 		oldest, writing := m.fsys.Cut()
-		in, err := m.store.Inode(chain.Ino(st.Ino))
+		in, err := m.store.Names().Inode(chain.Ino(st.Ino))
 		if err != nil {
 			t.Fatal(err)
 		}

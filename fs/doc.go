@@ -1,8 +1,9 @@
 // Package fs adapts a store to the kernel through go-fuse: nodes and file
 // handles with POSIX semantics, and nothing about bytes. It depends on the
-// Store interface it declares in store.go (the methods it calls, which
-// *chain.Store has), not on the concrete store nor on the metadata package;
-// package chain supplies only the types that cross the interface. Files are
+// roles it declares in store.go (Names, Xattrs, Contents, Space,
+// WriteBack: the methods it calls, which *chain.Store and its namespace
+// have), not on the concrete store nor on the metadata package; package
+// chain supplies only the types that cross the interfaces. Files are
 // split by operation (node.go, node_dir_ops.go, node_open_create.go,
 // node_xattr.go, file.go); per-inode state shared by open handles lives in
 // openfiles.go; the read-only control directory .ckptfs in control.go.

@@ -73,13 +73,13 @@ func BenchmarkStoredBytes(b *testing.B) {
 		b.Fatal(err)
 	}
 	ino := chain.Ino(st.Ino)
-	in, err := m.store.Inode(ino)
+	in, err := m.store.Names().Inode(ino)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("Inode", func(b *testing.B) {
 		for b.Loop() {
-			_, _ = m.store.Inode(ino)
+			_, _ = m.store.Names().Inode(ino)
 		}
 	})
 	b.Run("Info", func(b *testing.B) {

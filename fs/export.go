@@ -59,7 +59,7 @@ func staleErrno(err error) syscall.Errno {
 // go-fuse calls it on the root only. An inode with no name left is being
 // freed (the kernel holds no reference, or it would not ask): stale.
 func (n *Node) LookupNode(ctx context.Context, id uint64, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	in, err := n.fsys.store.Inode(chain.Ino(id))
+	in, err := n.fsys.names.Inode(chain.Ino(id))
 	if err != nil {
 		return nil, staleErrno(err)
 	}
@@ -79,11 +79,11 @@ func (n *Node) LookupNode(ctx context.Context, id uint64, out *fuse.EntryOut) (*
 func (n *Node) LookupParent(ctx context.Context, out *fuse.EntryOut) (*gofs.Inode, string, syscall.Errno) {
 	// The store scans its directory entries: no record links an inode to
 	// its names.
-	parent, name, err := n.fsys.store.Parent(n.ino)
+	parent, name, err := n.fsys.names.Parent(n.ino)
 	if err != nil {
 		return nil, "", staleErrno(err)
 	}
-	in, err := n.fsys.store.Inode(parent)
+	in, err := n.fsys.names.Inode(parent)
 	if err != nil {
 		return nil, "", staleErrno(err)
 	}
@@ -119,10 +119,10 @@ func (n *Node) treePath() (string, bool) {
 // file's family). An inode with no link skips the scan: files written with
 // no name (O_TMPFILE, unlinked while open) ask on every commit.
 func (f *FS) storePath(ino chain.Ino) string {
-	if in, err := f.store.Inode(ino); err != nil || in.Nlink == 0 {
+	if in, err := f.names.Inode(ino); err != nil || in.Nlink == 0 {
 		return ""
 	}
-	p, err := f.store.PathOf(ino)
+	p, err := f.names.PathOf(ino)
 	if err != nil {
 		return ""
 	}

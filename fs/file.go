@@ -134,7 +134,7 @@ func (h *handle) committedReader() (*chain.Reader, syscall.Errno) {
 // currentReader returns of.reader, reopened on the inode's committed
 // version if it reads another one. Call with of.mu held.
 func (n *Node) currentReader(of *openFile) (*chain.Reader, syscall.Errno) {
-	in, err := n.fsys.store.Inode(n.ino)
+	in, err := n.fsys.names.Inode(n.ino)
 	if err != nil {
 		return nil, toErrno(err)
 	}

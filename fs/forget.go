@@ -104,7 +104,7 @@ func (q *forgetQueue) flush(f *FS) {
 	if len(free) == 0 {
 		return
 	}
-	if err := f.store.Forget(free...); err != nil {
+	if err := f.names.Forget(free...); err != nil {
 		toErrno(err) // logs it; the next mount frees them
 	}
 }

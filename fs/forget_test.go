@@ -14,7 +14,7 @@ import (
 // forgetRecorder records the batches of inodes the filesystem asks the
 // store to release.
 type forgetRecorder struct {
-	Store
+	Namespace
 	mu      sync.Mutex
 	batches [][]chain.Ino
 }
@@ -23,10 +23,10 @@ func (r *forgetRecorder) Forget(inos ...chain.Ino) error {
 	r.mu.Lock()
 	r.batches = append(r.batches, append([]chain.Ino(nil), inos...))
 	r.mu.Unlock()
-	if r.Store == nil {
+	if r.Namespace == nil {
 		return nil
 	}
-	return r.Store.Forget(inos...)
+	return r.Namespace.Forget(inos...)
 }
 
 // TestRemoveTreeForgetsInBatches: rm -rf of a checkpoint directory frees
@@ -34,7 +34,7 @@ func (r *forgetRecorder) Forget(inos ...chain.Ino) error {
 // synced commit that the next unlink would wait for), and frees them all.
 func TestRemoveTreeForgetsInBatches(t *testing.T) {
 	rec := &forgetRecorder{}
-	m := newTestMountWrapped(t, nil, false, func(s Store) Store { rec.Store = s; return rec })
+	m := newTestMountWrapped(t, nil, false, func(ns Namespace) Namespace { rec.Namespace = ns; return rec })
 	dir := m.path("checkpoint-10")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestRemoveTreeForgetsInBatches(t *testing.T) {
 // nothing uses again.
 func TestForgetQueueBatches(t *testing.T) {
 	rec := &forgetRecorder{}
-	f := &FS{store: rec, open: newOpenTable()}
+	f := &FS{names: rec, open: newOpenTable()}
 	f.open.remember(5) // looked up again since: not freed
 	for ino := chain.Ino(1); ino <= 8; ino++ {
 		f.forget(ino)
@@ -103,7 +103,7 @@ func TestForgetQueueBatches(t *testing.T) {
 // several times the gap), as the unlinks of rm -rf on a loaded machine are.
 func TestForgetQueueWaitsForQuiet(t *testing.T) {
 	rec := &forgetRecorder{}
-	f := &FS{store: rec, open: newOpenTable()}
+	f := &FS{names: rec, open: newOpenTable()}
 	f.forgets.quiet = 200 * time.Millisecond
 	f.forgets.maxDelay = time.Minute
 	start := time.Now()
@@ -128,7 +128,7 @@ func TestForgetQueueWaitsForQuiet(t *testing.T) {
 // freed as they come, no later than the longest delay after the oldest.
 func TestForgetQueueFreesLongStreams(t *testing.T) {
 	rec := &forgetRecorder{}
-	f := &FS{store: rec, open: newOpenTable()}
+	f := &FS{names: rec, open: newOpenTable()}
 	f.forgets.quiet = 200 * time.Millisecond
 	f.forgets.maxDelay = 100 * time.Millisecond
 	const stream = 2 * time.Second

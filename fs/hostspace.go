@@ -126,7 +126,7 @@ func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *ro
 	if of.stage != sf || of.pending != nil || f.open.writers(of) > 0 {
 		return true, nil // a writer took it over: its release commits it
 	}
-	in, err := f.store.Inode(ino)
+	in, err := f.names.Inode(ino)
 	if !of.dirty || err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
 		// Committed by fsync, or deleted and no longer open.
 		of.endStage(f, ino, sf)
@@ -209,7 +209,7 @@ func (f *FS) AdoptStaged(entries []chain.KeptStaged) error {
 		}
 		ino := chain.Ino(e.Ino)
 		sf := &stagedFile{File: file, born: time.Now(), path: func() string {
-			p, _ := f.store.PathOf(ino)
+			p, _ := f.names.PathOf(ino)
 			return p
 		}}
 		of := f.open.acquire(ino) // the hold commitLater lets go

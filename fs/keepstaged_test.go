@@ -67,7 +67,7 @@ func TestFailedCommitKeepsClosedSave(t *testing.T) {
 	wantContent(t, m.path("new"), save[:70000])
 	// Committed: the store's own version holds the save.
 	for name, want := range map[string][]byte{"a": save, "new": save[:70000]} {
-		n, err := m.store.Lookup(meta.RootIno, name)
+		n, err := m.store.Names().Lookup(meta.RootIno, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestFailedCommitReportedAtFsync(t *testing.T) {
 	backend.fail.Store(0)
 	waitRetried(t, m)
 	wantContent(t, m.path("b"), data)
-	if n, err := m.store.Lookup(meta.RootIno, "b"); err != nil || n.Size != int64(len(data)) {
+	if n, err := m.store.Names().Lookup(meta.RootIno, "b"); err != nil || n.Size != int64(len(data)) {
 		t.Errorf("b after the retry: %+v, %v", n, err)
 	}
 }

@@ -39,7 +39,7 @@ func (f *FS) FlushAtimes() error {
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := f.store.SetAtimes(batch); err != nil {
+	if err := f.names.SetAtimes(batch); err != nil {
 		return err
 	}
 	for ino, at := range batch {

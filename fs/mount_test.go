@@ -67,7 +67,7 @@ type testMount struct {
 	closeDB       func() error
 	fsys          *FS
 	server        *fuse.Server
-	wrap          func(Store) Store // what the filesystem serves, around store
+	wrap          func(Namespace) Namespace // what the filesystem serves, around the store's namespace
 }
 
 // newTestMount mounts a fresh throw-away store on the in-memory storage
@@ -94,8 +94,8 @@ func newTestMountMode(t testing.TB, backend storage.Backend, daemonWritten bool)
 }
 
 // newTestMountWrapped is newTestMountMode with the filesystem serving
-// wrap(store) (nil: the store itself).
-func newTestMountWrapped(t testing.TB, backend storage.Backend, daemonWritten bool, wrap func(Store) Store) *testMount {
+// wrap(the store's namespace) (nil: the namespace itself).
+func newTestMountWrapped(t testing.TB, backend storage.Backend, daemonWritten bool, wrap func(Namespace) Namespace) *testMount {
 	t.Helper()
 	needFuse(t)
 	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), backend: true, daemonWritten: daemonWritten, wrap: wrap}
@@ -167,11 +167,11 @@ func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOption
 func (m *testMount) serve(opts MountOptions) {
 	m.t.Helper()
 	opts.NoPassthrough = opts.NoPassthrough || m.daemonWritten
-	var store Store = m.store
+	var names Namespace = m.store.Names()
 	if m.wrap != nil {
-		store = m.wrap(store)
+		names = m.wrap(names)
 	}
-	m.fsys = New(store)
+	m.fsys = New(names, m.store)
 	if ds := m.ds; ds != nil {
 		m.fsys.Staging = ds.Staging
 		m.fsys.Stats = func() ([]byte, error) {

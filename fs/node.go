@@ -18,6 +18,7 @@ import (
 
 // FS is one mounted ckptfs: the store and the state of its open files.
 type FS struct {
+	names Namespace
 	store Store
 	open  *openTable
 	// Stats renders .ckptfs/stats.json; set by the mount command.
@@ -91,9 +92,10 @@ func (f *FS) takeStale(ino chain.Ino) bool {
 	return s
 }
 
-// New returns the filesystem for a store; Root is its root node.
-func New(store Store) *FS {
-	f := &FS{store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
+// New returns the filesystem for a store (its namespace, and the rest of
+// it); Root is its root node.
+func New(names Namespace, store Store) *FS {
+	f := &FS{names: names, store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
 		backings: map[chain.Ino]*backing{}, live: map[*stagedFile]bool{}, quit: make(chan struct{})}
 	f.dirtyExpire, f.dirtyLimit = hostWriteBack()
 	store.ModelShadowWriteBack(f.dirtyExpire, f.dirtyLimit)
@@ -194,7 +196,7 @@ func (f *FS) stagedView(in *chain.Inode, sf *stagedFile) (view *chain.Inode, sta
 	}
 	size, mtime, ok := sf.attr()
 	if !ok {
-		if fresh, err := f.store.Inode(in.Ino); err == nil {
+		if fresh, err := f.names.Inode(in.Ino); err == nil {
 			return fresh, false
 		}
 		return in, false
@@ -273,7 +275,7 @@ const storedCacheMax = 1 << 16
 // are not cached by the kernel: its blocks change when it is committed.
 func (n *Node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	sf := n.fsys.stagedOf(n.ino) // before the inode: fillAttrStaged
-	in, err := n.fsys.store.Inode(n.ino)
+	in, err := n.fsys.names.Inode(n.ino)
 	if err != nil {
 		return toErrno(err)
 	}
@@ -324,7 +326,7 @@ func (n *Node) atimeStale(now int64) bool {
 		return false
 	}
 	sf := f.stagedOf(n.ino) // before the inode: fillAttrStaged
-	in, err := f.store.Inode(n.ino)
+	in, err := f.names.Inode(n.ino)
 	if err != nil {
 		return false
 	}
@@ -402,7 +404,7 @@ func (n *Node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 	}
 	if hasMode || hasUid || hasGid || hasAtime || hasMtime {
 		caller, _ := fuse.FromContext(ctx)
-		_, err := n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
+		_, err := n.fsys.names.SetAttr(n.ino, func(ino *chain.Inode) error {
 			if (hasUid || hasGid) && !hasMode {
 				ino.Mode = setidCleared(ino.Mode, caller, ino.Gid)
 			}

@@ -28,7 +28,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if n.ino == chain.RootIno && name == controlDir {
 		return n.controlNode(ctx, out), 0
 	}
-	in, err := n.fsys.store.Lookup(n.ino, name)
+	in, err := n.fsys.names.Lookup(n.ino, name)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -37,7 +37,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 
 // Readdir lists the directory. The control directory is not listed.
 func (n *Node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	ents, err := n.fsys.store.ReadDir(n.ino)
+	ents, err := n.fsys.names.ReadDir(n.ino)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -57,7 +57,7 @@ func (n *Node) create(ctx context.Context, name string, nn chain.NewNode, out *f
 	if caller, ok := fuse.FromContext(ctx); ok {
 		nn.Uid, nn.Gid = caller.Uid, caller.Gid
 	}
-	in, err := n.fsys.store.Create(n.ino, name, nn)
+	in, err := n.fsys.names.Create(n.ino, name, nn)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -81,7 +81,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 
 // Readlink reads a symlink's target.
 func (n *Node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	in, err := n.fsys.store.Inode(n.ino)
+	in, err := n.fsys.names.Inode(n.ino)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -97,7 +97,7 @@ func (n *Node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	if n.ino == chain.RootIno && name == controlDir {
 		return nil, syscall.EEXIST
 	}
-	in, err := n.fsys.store.Link(t.ino, n.ino, name)
+	in, err := n.fsys.names.Link(t.ino, n.ino, name)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -110,10 +110,10 @@ func (n *Node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.ino == chain.RootIno && name == controlDir {
 		return syscall.EPERM
 	}
-	if in, err := n.fsys.store.Lookup(n.ino, name); err == nil && in.Mode&syscall.S_IFMT == syscall.S_IFREG {
+	if in, err := n.fsys.names.Lookup(n.ino, name); err == nil && in.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		n.fsys.holdForStaged(in.Ino, n.childPath(name), nil)
 	}
-	return toErrno(n.fsys.store.Unlink(n.ino, name, n.fsys.open.inUse))
+	return toErrno(n.fsys.names.Unlink(n.ino, name, n.fsys.open.inUse))
 }
 
 // Rmdir removes an empty directory.
@@ -121,7 +121,7 @@ func (n *Node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if n.ino == chain.RootIno && name == controlDir {
 		return syscall.EPERM
 	}
-	return toErrno(n.fsys.store.Rmdir(n.ino, name, n.fsys.open.inUse))
+	return toErrno(n.fsys.names.Rmdir(n.ino, name, n.fsys.open.inUse))
 }
 
 // Rename moves or exchanges names.
@@ -136,8 +136,8 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	if flags&^(chain.RenameNoReplace|chain.RenameExchange) != 0 {
 		return syscall.EINVAL
 	}
-	src, lookupErr := n.fsys.store.Lookup(n.ino, name)
-	if dst, err := n.fsys.store.Lookup(np.ino, newName); err == nil && flags&chain.RenameExchange == 0 &&
+	src, lookupErr := n.fsys.names.Lookup(n.ino, name)
+	if dst, err := n.fsys.names.Lookup(np.ino, newName); err == nil && flags&chain.RenameExchange == 0 &&
 		dst.Mode&syscall.S_IFMT == syscall.S_IFREG && lookupErr == nil {
 		var moving *stagedFile // the save renamed over it, if staged
 		if of := n.fsys.open.get(src.Ino); of != nil {
@@ -145,7 +145,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		}
 		n.fsys.holdForStaged(dst.Ino, np.childPath(newName), moving)
 	}
-	if err := n.fsys.store.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.inUse); err != nil {
+	if err := n.fsys.names.Rename(n.ino, name, np.ino, newName, flags, n.fsys.open.inUse); err != nil {
 		return toErrno(err)
 	}
 	if lookupErr == nil && src.Mode&syscall.S_IFMT == syscall.S_IFREG && flags&chain.RenameExchange == 0 {

@@ -96,7 +96,7 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if caller, ok := fuse.FromContext(ctx); ok {
 		nn.Uid, nn.Gid = caller.Uid, caller.Gid
 	}
-	in, err := n.fsys.store.CreateUnnamed(n.ino, nn)
+	in, err := n.fsys.names.CreateUnnamed(n.ino, nn)
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
@@ -133,7 +133,7 @@ func (n *Node) killPrivileges(ctx context.Context) syscall.Errno {
 	if !ok || caller.Uid == 0 {
 		return 0
 	}
-	in, err := n.fsys.store.Inode(n.ino)
+	in, err := n.fsys.names.Inode(n.ino)
 	if err != nil {
 		return toErrno(err)
 	}
@@ -141,7 +141,7 @@ func (n *Node) killPrivileges(ctx context.Context) syscall.Errno {
 	// transaction, and only for a file with setgid.
 	if mode := setidCleared(in.Mode, caller, in.Gid); mode != in.Mode {
 		gid := in.Gid
-		_, err = n.fsys.store.SetAttr(n.ino, func(ino *chain.Inode) error {
+		_, err = n.fsys.names.SetAttr(n.ino, func(ino *chain.Inode) error {
 			if ino.Gid == gid {
 				ino.Mode = setidCleared(ino.Mode, caller, gid)
 			} else { // chowned meanwhile: no /proc read in here
@@ -156,8 +156,8 @@ func (n *Node) killPrivileges(ctx context.Context) syscall.Errno {
 		// from inside the request.
 		n.NotifyContent(-1, 0)
 	}
-	if _, has := n.fsys.store.Xattr(n.ino, "security.capability"); has {
-		return toErrno(n.fsys.store.RemoveXattr(n.ino, "security.capability"))
+	if _, has := n.fsys.names.Xattr(n.ino, "security.capability"); has {
+		return toErrno(n.fsys.names.RemoveXattr(n.ino, "security.capability"))
 	}
 	return 0
 }

@@ -73,7 +73,7 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 		v = []byte(s)
 	} else {
 		var ok bool
-		if v, ok = n.fsys.store.Xattr(n.ino, attr); !ok {
+		if v, ok = n.fsys.names.Xattr(n.ino, attr); !ok {
 			return 0, syscall.ENODATA
 		}
 	}
@@ -91,14 +91,14 @@ func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if strings.HasPrefix(attr, infoPrefix) {
 		return syscall.EPERM
 	}
-	_, exists := n.fsys.store.Xattr(n.ino, attr)
+	_, exists := n.fsys.names.Xattr(n.ino, attr)
 	switch {
 	case flags&xattrCreate != 0 && exists:
 		return syscall.EEXIST
 	case flags&xattrReplace != 0 && !exists:
 		return syscall.ENODATA
 	}
-	return toErrno(n.fsys.store.SetXattr(n.ino, attr, data))
+	return toErrno(n.fsys.names.SetXattr(n.ino, attr, data))
 }
 
 // Linux setxattr(2) flags.
@@ -115,13 +115,13 @@ func (n *Node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if strings.HasPrefix(attr, infoPrefix) {
 		return syscall.EPERM
 	}
-	return toErrno(n.fsys.store.RemoveXattr(n.ino, attr))
+	return toErrno(n.fsys.names.RemoveXattr(n.ino, attr))
 }
 
 // Listxattr lists the stored attributes, NUL-terminated.
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
 	var buf []byte
-	for _, name := range n.fsys.store.ListXattr(n.ino) {
+	for _, name := range n.fsys.names.ListXattr(n.ino) {
 		if strings.HasPrefix(name, aclPrefix) {
 			continue // stored by an earlier version, not in force
 		}

@@ -123,7 +123,7 @@ func (n *Node) settle(of *openFile, pc *pendingCommit, sf *stagedFile) settleEnd
 	if pc.takenOver {
 		return takenOver
 	}
-	if in, err := f.store.Inode(n.ino); err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
+	if in, err := f.names.Inode(n.ino); err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
 		return dropped
 	}
 	return settled

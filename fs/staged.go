@@ -302,7 +302,7 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 // until written, the file keeps them. Emptied of content (O_TRUNC), it
 // keeps its own, now, since a truncate changes mtime and ctime.
 func (n *Node) stageTimes(sf *stagedFile, trunc bool) {
-	in, err := n.fsys.store.Inode(n.ino)
+	in, err := n.fsys.names.Inode(n.ino)
 	if err != nil || trunc && in.Size > 0 {
 		return
 	}
@@ -314,7 +314,7 @@ func (n *Node) stageTimes(sf *stagedFile, trunc bool) {
 // copyCommitted writes the committed content into sf (a file opened for
 // writing without O_TRUNC is changed in place); holes stay holes.
 func (n *Node) copyCommitted(sf *stagedFile) syscall.Errno {
-	in, err := n.fsys.store.Inode(n.ino)
+	in, err := n.fsys.names.Inode(n.ino)
 	if err != nil {
 		return toErrno(err)
 	}
@@ -522,7 +522,7 @@ func (n *Node) commitPrefix(of *openFile, limit int64) syscall.Errno {
 	size, _, _ := sf.attr()
 	partial := limit > 0 && limit < size
 	sf.committed = !partial
-	if in, err := n.fsys.store.Inode(n.ino); err == nil {
+	if in, err := n.fsys.names.Inode(n.ino); err == nil {
 		sf.appendFrom = in.Size // what is appended from now on
 	} else {
 		sf.appendOnly = false

@@ -266,7 +266,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		return false
 	}
 	f := n.fsys
-	in, err := f.store.Inode(n.ino)
+	in, err := f.names.Inode(n.ino)
 	if !of.dirty || err != nil || in.Nlink == 0 && others == 0 {
 		if bc != nil {
 			f.encoding.abort(bc)

@@ -43,9 +43,9 @@ func testStore(t *testing.T) (*chain.Store, string) {
 
 func writeFile(t *testing.T, s *chain.Store, name string, data []byte) {
 	t.Helper()
-	n, err := s.Lookup(meta.RootIno, name)
+	n, err := s.Names().Lookup(meta.RootIno, name)
 	if err != nil {
-		if n, err = s.Create(meta.RootIno, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
+		if n, err = s.Names().Create(meta.RootIno, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,7 +64,7 @@ func writeFile(t *testing.T, s *chain.Store, name string, data []byte) {
 }
 
 func readFile(s *chain.Store, name string) ([]byte, error) {
-	n, err := s.Lookup(meta.RootIno, name)
+	n, err := s.Names().Lookup(meta.RootIno, name)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func TestInterruptedUploadInvisible(t *testing.T) {
 		t.Fatalf("newest root after the failed pass: %v, %v; want root 1", root, err)
 	}
 	r := openReplica(t, b)
-	if _, err := r.Store.Lookup(meta.RootIno, "late.npy"); err == nil {
+	if _, err := r.Store.Names().Lookup(meta.RootIno, "late.npy"); err == nil {
 		t.Fatal("a file whose upload failed is visible")
 	}
 	b.Fail = nil
@@ -207,7 +207,7 @@ func TestCorruptPiece(t *testing.T) {
 	writeFile(t, s, "notes.txt", other)
 	b := bucket.NewMemory()
 	push(t, s, dir, b, Options{})
-	in, err := s.Lookup(meta.RootIno, "ckpt-0.npy")
+	in, err := s.Names().Lookup(meta.RootIno, "ckpt-0.npy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestRemoteGC(t *testing.T) {
 	push(t, s, dir, b, o)
 	before, _ := b.List(context.Background(), "")
 	for name := range files {
-		if err := s.Unlink(meta.RootIno, name, nil); err != nil {
+		if err := s.Names().Unlink(meta.RootIno, name, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -302,7 +302,7 @@ func TestDeleteDuringUpload(t *testing.T) {
 	go func() { errc <- u.Push(context.Background()) }()
 	<-started
 	for name := range files {
-		if err := s.Unlink(meta.RootIno, name, nil); err != nil {
+		if err := s.Names().Unlink(meta.RootIno, name, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -323,7 +323,7 @@ func TestDeleteDuringUpload(t *testing.T) {
 	}
 	r2 := openReplica(t, b)
 	for name := range files {
-		if _, err := r2.Store.Lookup(meta.RootIno, name); err == nil {
+		if _, err := r2.Store.Names().Lookup(meta.RootIno, name); err == nil {
 			t.Errorf("%s still in the next root", name)
 		}
 	}

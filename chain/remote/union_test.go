@@ -61,18 +61,18 @@ func (w *writer) write(path string, data []byte) meta.Ino {
 	parent := meta.RootIno
 	parts := strings.Split(path, "/")
 	for _, d := range parts[:len(parts)-1] {
-		n, err := w.s.Lookup(parent, d)
+		n, err := w.s.Names().Lookup(parent, d)
 		if err != nil {
-			if n, err = w.s.Create(parent, d, chain.NewNode{Mode: syscall.S_IFDIR | 0o755}); err != nil {
+			if n, err = w.s.Names().Create(parent, d, chain.NewNode{Mode: syscall.S_IFDIR | 0o755}); err != nil {
 				w.t.Fatal(err)
 			}
 		}
 		parent = n.Ino
 	}
 	name := parts[len(parts)-1]
-	n, err := w.s.Lookup(parent, name)
+	n, err := w.s.Names().Lookup(parent, name)
 	if err != nil {
-		if n, err = w.s.Create(parent, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
+		if n, err = w.s.Names().Create(parent, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644}); err != nil {
 			w.t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func lookup(t *testing.T, s *chain.Store, path string) *meta.Inode {
 	var n *meta.Inode
 	for _, part := range strings.Split(path, "/") {
 		var err error
-		if n, err = s.Lookup(ino, part); err != nil {
+		if n, err = s.Names().Lookup(ino, part); err != nil {
 			return nil
 		}
 		ino = n.Ino
@@ -167,7 +167,7 @@ func TestUnionOfWriters(t *testing.T) {
 	if len(r.logged) != 1 {
 		t.Fatalf("conflicts logged: %v, want the one of shared.txt", r.logged)
 	}
-	ents, err := r.Store.ReadDir(lookup(t, r.Store, "step-1").Ino)
+	ents, err := r.Store.Names().ReadDir(lookup(t, r.Store, "step-1").Ino)
 	if err != nil || len(ents) != 3 {
 		t.Fatalf("step-1 lists %v (%v), want 3 files", ents, err)
 	}
@@ -213,7 +213,7 @@ func TestCutHidesWhatOthersMayLack(t *testing.T) {
 	mustShow(t, r, "step-1/shard-1b", c.files["step-1/shard-1b"])
 
 	// A file created and being written, nothing committed: hidden.
-	n, err := a.s.Create(meta.RootIno, "writing.pt", chain.NewNode{Mode: syscall.S_IFREG | 0o644})
+	n, err := a.s.Names().Create(meta.RootIno, "writing.pt", chain.NewNode{Mode: syscall.S_IFREG | 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,10 +249,10 @@ func TestFollowKeepsOpenFiles(t *testing.T) {
 	// The writer rotates: step-2 saved, step-1 deleted.
 	a.write("step-2/model.pt", blob(4, 200_000))
 	dir := lookup(t, a.s, "step-1")
-	if err := a.s.Unlink(dir.Ino, "model.pt", nil); err != nil {
+	if err := a.s.Names().Unlink(dir.Ino, "model.pt", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.s.Rmdir(meta.RootIno, "step-1", nil); err != nil {
+	if err := a.s.Names().Rmdir(meta.RootIno, "step-1", nil); err != nil {
 		t.Fatal(err)
 	}
 	a.u.o.KeepFor = time.Hour // the replaced root stays a while
@@ -287,7 +287,7 @@ func TestFollowKeepsOpenFiles(t *testing.T) {
 	if _, err := r.Refresh(context.Background(), func(meta.Ino) bool { return false }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Store.Inode(old.Ino); err == nil {
+	if _, err := r.Store.Names().Inode(old.Ino); err == nil {
 		t.Fatal("a deleted file no longer in use is still kept")
 	}
 	if _, err := r.Store.OpenVersion(old.Version); err == nil {
@@ -319,7 +319,7 @@ func TestWriterGCLeavesOthersAlone(t *testing.T) {
 	ctx := context.Background()
 	before, _ := b.List(ctx, "writers/node-1/")
 	for i := 0; i < 3; i++ {
-		if err := a.s.Unlink(meta.RootIno, fmt.Sprintf("a-%d", i), nil); err != nil {
+		if err := a.s.Names().Unlink(meta.RootIno, fmt.Sprintf("a-%d", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -369,7 +369,7 @@ func TestFollowerStartsOnEmptyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if ents, err := r.Store.ReadDir(meta.RootIno); err != nil || len(ents) != 0 {
+	if ents, err := r.Store.Names().ReadDir(meta.RootIno); err != nil || len(ents) != 0 {
 		t.Fatalf("empty run lists %v (%v)", ents, err)
 	}
 	a := newWriter(t, b, "node-0")

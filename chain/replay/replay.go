@@ -250,7 +250,7 @@ func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 
 // compareWith reads inode ino's content and compares it with f.
 func compareWith(ds *storedir.Store, ino meta.Ino, f *os.File, progress func(int64)) error {
-	n, err := ds.Inode(ino)
+	n, err := ds.Names().Inode(ino)
 	if err != nil {
 		return err
 	}
@@ -286,13 +286,13 @@ func createPath(ds *storedir.Store, p string) (meta.Ino, error) {
 	parts := strings.Split(p, "/")
 	for i, name := range parts {
 		last := i == len(parts)-1
-		n, err := ds.Lookup(parent, name)
+		n, err := ds.Names().Lookup(parent, name)
 		if errors.Is(err, syscall.ENOENT) {
 			mode := uint32(syscall.S_IFDIR | 0o755)
 			if last {
 				mode = syscall.S_IFREG | 0o644
 			}
-			n, err = ds.Create(parent, name, chain.NewNode{Mode: mode})
+			n, err = ds.Names().Create(parent, name, chain.NewNode{Mode: mode})
 		}
 		if err != nil {
 			return 0, err
@@ -307,13 +307,13 @@ func removePath(ds *storedir.Store, p string) error {
 	parent := meta.RootIno
 	parts := strings.Split(p, "/")
 	for _, name := range parts[:len(parts)-1] {
-		n, err := ds.Lookup(parent, name)
+		n, err := ds.Names().Lookup(parent, name)
 		if err != nil {
 			return err
 		}
 		parent = n.Ino
 	}
-	return ds.Unlink(parent, parts[len(parts)-1], nil)
+	return ds.Names().Unlink(parent, parts[len(parts)-1], nil)
 }
 
 // saveGroup tells where one save of a replayed series ends: a file in

@@ -30,7 +30,7 @@ func open(t *testing.T, dir, backend string) *Store {
 
 func save(t *testing.T, s *chain.Store, name string, data []byte) {
 	t.Helper()
-	n, err := s.Create(meta.RootIno, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644})
+	n, err := s.Names().Create(meta.RootIno, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func save(t *testing.T, s *chain.Store, name string, data []byte) {
 
 func load(t *testing.T, s *chain.Store, name string) []byte {
 	t.Helper()
-	n, err := s.Lookup(meta.RootIno, name)
+	n, err := s.Names().Lookup(meta.RootIno, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestSparedPagesKeptAcrossOpens(t *testing.T) {
 	for i, w := range series {
 		save(t, ds.Store, "ckpt.npy", ckpttest.NpyFile(w))
 		if i < len(series)-1 { // the next save replaces it, as a rotation does
-			if err := ds.Unlink(meta.RootIno, "ckpt.npy", func(meta.Ino) bool { return false }); err != nil {
+			if err := ds.Names().Unlink(meta.RootIno, "ckpt.npy", func(meta.Ino) bool { return false }); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -185,7 +185,7 @@ func TestReportFromStore(t *testing.T) {
 			w[i] *= 1 + float32(rng.NormFloat64()*1e-3)
 		}
 		name := fmt.Sprintf("ckpt-%d.npy", v)
-		n, err := ds.Create(meta.RootIno, name, chain.NewNode{Mode: 0o100644})
+		n, err := ds.Names().Create(meta.RootIno, name, chain.NewNode{Mode: 0o100644})
 		if err != nil {
 			t.Fatal(err)
 		}

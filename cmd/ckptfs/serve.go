@@ -194,7 +194,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 		}
 	}
 	limitMemoryFor(ds, 0)
-	fsys := fs.New(ds.Store)
+	fsys := fs.New(ds.Store.Names(), ds.Store)
 	up, err := f.remote.startUploader(ds, fsys.Cut)
 	if err != nil {
 		ds.Close()
@@ -249,7 +249,7 @@ func replicaMount(f mountFlags, pol policy.Policy, b bucket.Bucket) (*mountedSto
 	// Its cache follows --cache-mib as the read-write mount's does, and so
 	// must the heap limit that leaves room for it.
 	limitMemoryTo(rep.Store.MemoryBudget())
-	fsys := fs.New(rep.Store)
+	fsys := fs.New(rep.Store.Names(), rep.Store)
 	fsys.Stats = func() ([]byte, error) {
 		st := rep.Stats()
 		return json.MarshalIndent(struct {
