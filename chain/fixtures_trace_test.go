@@ -23,7 +23,7 @@ import (
 // writer fixture (shared/fixtures/writers/*, see its README.md) holds a small
 // real checkpoint series and, in TRACE.txt, the filesystem operations the
 // writer made when saving it into a mount. The test plays each trace against
-// a store the way the fs layer does (fs/node.go's truncate, fs/staged.go's
+// a store the way the fs layer does (fs/node.go's truncate, fs/stagingfile.go's
 // staging files and their commits with Store.CommitFile at fsync and
 // release, fs/node_dir_ops.go's Rename with Store.Adopt), with the bytes of
 // the fixture files, and checks that every save streams and that each save

@@ -25,7 +25,7 @@ type handle struct {
 	of    *openFile
 	flags uint32
 	// pt: the kernel serves this handle from sf, the inode's backing file
-	// (staged.go); its reads and writes do not reach us.
+	// (stagingfile.go); its reads and writes do not reach us.
 	pt bool
 	sf *stagedFile
 	// flushed: a close of the handle (a writer's) came, its release may

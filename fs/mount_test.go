@@ -62,7 +62,7 @@ type testMount struct {
 	// daemonWritten: the daemon writes staging files even where the
 	// kernel could serve them (MountOptions.NoPassthrough).
 	daemonWritten bool
-	ds            *storedir.Store
+	ds            *storedir.Dir
 	store         *chain.Store // ds.Store, or the store on the memory backend
 	closeDB       func() error
 	fsys          *FS

@@ -38,7 +38,7 @@ type FS struct {
 	encoding  encodeQueue // staged files waiting to encode, and encoding
 	forgets   forgetQueue // inodes the kernel forgot, to free if orphans
 
-	// Staging is the directory of staging files (staged.go), in the store
+	// Staging is the directory of staging files (stagingfile.go), in the store
 	// directory; set before mounting.
 	Staging     *staging.Dir
 	stagingOnce sync.Once

@@ -20,7 +20,7 @@ func writable(flags uint32) bool {
 }
 
 // Open opens a regular file. A handle that may write gets the inode's
-// staging file (staged.go), empty with O_TRUNC (the mount asks the kernel
+// staging file (stagingfile.go), empty with O_TRUNC (the mount asks the kernel
 // to pass O_TRUNC with the open), else holding the committed content.
 func (n *Node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if writable(flags) {

@@ -9,7 +9,7 @@ import (
 )
 
 // openFile is the state one inode's open handles share: the staging file
-// of the content being written (staged.go), and a reader of the committed
+// of the content being written (stagingfile.go), and a reader of the committed
 // version.
 type openFile struct {
 	mu       sync.Mutex
@@ -27,7 +27,7 @@ type openFile struct {
 	dirty bool
 	// cached and passthrough count the handles of each I/O mode: the kernel
 	// serves an inode either through its page cache (requests to us) or
-	// from one backing file, never both at once (staged.go).
+	// from one backing file, never both at once (stagingfile.go).
 	cached, passthrough int
 	// renamed: the file was renamed while its commit ran; the commit's
 	// goroutine moves it to its new name's series after it lands.

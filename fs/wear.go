@@ -65,7 +65,7 @@ func (f *FS) chargeStaged(sf *stagedFile) {
 	f.store.ChargeStaged(size)
 }
 
-// truncateBacking keeps a lingering backing file (staged.go) equal to the
+// truncateBacking keeps a lingering backing file (stagingfile.go) equal to the
 // committed content after a truncate(2) of the committed file.
 func (f *FS) truncateBacking(ino chain.Ino, size int64) {
 	f.backingMu.Lock()

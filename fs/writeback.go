@@ -12,7 +12,7 @@ import (
 )
 
 // Commits in the background: the last writer's release hands the file's
-// staging file to a goroutine that encodes and commits it (staged.go), and
+// staging file to a goroutine that encodes and commits it (stagingfile.go), and
 // close(2) returned long before, with the bytes in the kernel's page cache
 // as on a plain filesystem. Whatever observes the committed content waits
 // for the commit: a new writer, a truncate, the user.ckptfs.* attributes,

@@ -40,7 +40,7 @@ type Options struct {
 	Progress func(done, total int64)
 	// Opened, if set, is called once the throw-away store is open, with the
 	// memory its chunk cache may use.
-	Opened func(ds *storedir.Store, cacheBytes int64)
+	Opened func(ds *storedir.Dir, cacheBytes int64)
 }
 
 // Step is what happened to one input file.
@@ -190,7 +190,7 @@ func relativePaths(files []string) ([]string, int64, error) {
 }
 
 // replayOne saves one file at path p, then reads it back.
-func replayOne(ds *storedir.Store, file, p string, progress func(int64)) (*Step, error) {
+func replayOne(ds *storedir.Dir, file, p string, progress func(int64)) (*Step, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
@@ -249,7 +249,7 @@ func replayOne(ds *storedir.Store, file, p string, progress func(int64)) (*Step,
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // compareWith reads inode ino's content and compares it with f.
-func compareWith(ds *storedir.Store, ino meta.Ino, f *os.File, progress func(int64)) error {
+func compareWith(ds *storedir.Dir, ino meta.Ino, f *os.File, progress func(int64)) error {
 	n, err := ds.Names().Inode(ino)
 	if err != nil {
 		return err
@@ -281,7 +281,7 @@ func compareWith(ds *storedir.Store, ino meta.Ino, f *os.File, progress func(int
 }
 
 // createPath creates (or finds) the regular file p, making its directories.
-func createPath(ds *storedir.Store, p string) (meta.Ino, error) {
+func createPath(ds *storedir.Dir, p string) (meta.Ino, error) {
 	parent := meta.RootIno
 	parts := strings.Split(p, "/")
 	for i, name := range parts {
@@ -303,7 +303,7 @@ func createPath(ds *storedir.Store, p string) (meta.Ino, error) {
 }
 
 // removePath unlinks the file p.
-func removePath(ds *storedir.Store, p string) error {
+func removePath(ds *storedir.Dir, p string) error {
 	parent := meta.RootIno
 	parts := strings.Split(p, "/")
 	for _, name := range parts[:len(parts)-1] {

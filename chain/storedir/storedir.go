@@ -27,8 +27,9 @@ type Options struct {
 	StoredPolicy bool
 }
 
-// Store is a store kept in a directory, open.
-type Store struct {
+// Dir is a store kept in a directory, open: the store and its media (the
+// metadata database, the simulated devices, the staging files).
+type Dir struct {
 	*chain.Store
 	*medium.Medium
 	// spared is what the page caches spared in earlier mounts of the store
@@ -47,7 +48,7 @@ const (
 // held by another process is refused with an error wrapping meta.ErrLocked.
 // Saves closed before a daemon died, still in their staging files, become
 // the files' content before Open returns.
-func Open(dir string, o Options) (*Store, error) {
+func Open(dir string, o Options) (*Dir, error) {
 	m, err := medium.Open(dir, o.Media)
 	if err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func Open(dir string, o Options) (*Store, error) {
 		m.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	ds := &Store{Store: s, Medium: m}
+	ds := &Dir{Store: s, Medium: m}
 	_ = m.DB.View(func(tx *meta.Tx) error {
 		ds.spared.device, ds.spared.shadow = int64(tx.Counter(deviceSparedCounter)), int64(tx.Counter(shadowSparedCounter))
 		return nil
@@ -68,10 +69,10 @@ func Open(dir string, o Options) (*Store, error) {
 
 // Sync makes everything durable: encoded chunks, the simulators' state
 // (their statistics) and metadata.
-func (ds *Store) Sync() error { return ds.Medium.Sync() }
+func (ds *Dir) Sync() error { return ds.Medium.Sync() }
 
 // Close stops the store and closes its media.
-func (ds *Store) Close() error {
+func (ds *Dir) Close() error {
 	ds.Store.Close()
 	err := ds.saveSpared()
 	if cerr := ds.Medium.Close(); err == nil {
@@ -83,7 +84,7 @@ func (ds *Store) Close() error {
 // saveSpared records what the page caches spared, this mount's included,
 // for the reports of later opens (a killed daemon loses its mount's
 // share: statistics only).
-func (ds *Store) saveSpared() error {
+func (ds *Dir) saveSpared() error {
 	dev, shadow := ds.Dev.SparedPages(), ds.Accounts.SparedPages()
 	if dev == 0 && shadow == 0 {
 		return nil
@@ -148,7 +149,7 @@ type ReportOptions struct {
 }
 
 // Report gathers the store's figures.
-func (ds *Store) Report(o ReportOptions) (*Report, error) {
+func (ds *Dir) Report(o ReportOptions) (*Report, error) {
 	// Logged metadata changes are committed first, so that the report
 	// counts the pages their synced commit writes.
 	if err := ds.Medium.DB.Flush(); err != nil {
@@ -182,7 +183,7 @@ func (ds *Store) Report(o ReportOptions) (*Report, error) {
 	return r, nil
 }
 
-func (ds *Store) lifetime(o ReportOptions) Lifetime {
+func (ds *Dir) lifetime(o ReportOptions) Lifetime {
 	l := Lifetime{PELimit: o.PELimit}
 	if l.PELimit <= 0 {
 		l.PELimit = 3000

@@ -18,7 +18,7 @@ import (
 	"github.com/ckptfs/ckptfs/nandsim"
 )
 
-func open(t *testing.T, dir, backend string) *Store {
+func open(t *testing.T, dir, backend string) *Dir {
 	t.Helper()
 	ds, err := Open(dir, Options{Options: chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20},
 		Media: medium.Options{Device: nandsim.SmallConfig(), Backend: backend, NoSync: true}})

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/ckptfs/ckptfs/chain/analyze"
+	"github.com/ckptfs/ckptfs/encode/analyze"
 	"github.com/spf13/cobra"
 )
 

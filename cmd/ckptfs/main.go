@@ -86,7 +86,7 @@ func autoMemoryLimit(need int64) int64 {
 // for garbage between collections (autoMemoryLimit). A limit at what they
 // hold would make the collector run without end once they fill (measured:
 // 55% of the daemon's CPU in the runtime during 1 GB saves).
-func limitMemoryFor(ds *storedir.Store, _ int64) {
+func limitMemoryFor(ds *storedir.Dir, _ int64) {
 	limitMemoryTo(ds.MemoryNeeded() + ds.Store.MemoryBudget())
 }
 

@@ -151,7 +151,7 @@ func (r *remoteFlags) open(required, uploads bool) (*bucket.S3, error) {
 }
 
 // startUploader starts replicating ds if --remote is set (nil otherwise).
-func (r *remoteFlags) startUploader(ds *storedir.Store, cut func() (int64, []meta.Ino)) (*remote.Uploader, error) {
+func (r *remoteFlags) startUploader(ds *storedir.Dir, cut func() (int64, []meta.Ino)) (*remote.Uploader, error) {
 	if r.url == "" {
 		return nil, nil
 	}

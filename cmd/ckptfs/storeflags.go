@@ -228,7 +228,7 @@ func requireStore(dir string) error {
 
 // openExistingStore opens a store that must already exist, with the policy
 // it was last mounted with: what stats, fsck and report read.
-func openExistingStore(dir string) (*storedir.Store, error) {
+func openExistingStore(dir string) (*storedir.Dir, error) {
 	if err := requireStore(dir); err != nil {
 		return nil, err
 	}

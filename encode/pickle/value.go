@@ -1,7 +1,7 @@
 // Package pickle reads Python pickles (protocols 0 to 5) as a stream of
 // bytes: the one pickle opcode machine of ckptfs, shared by the format
 // detector (encode/detect: torch's storages, on every save) and the
-// checkpoint analyzer (chain/analyze: the state dict's names of storages).
+// checkpoint analyzer (encode/analyze: the state dict's names of storages).
 //
 // A Machine frames every opcode exactly, so it finds STOP whatever the
 // pickle holds, and runs the pickle's stack, marks and memo over a small

@@ -11,8 +11,8 @@ import (
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// Store is an in-memory backend of at most a fixed number of blocks.
-type Store struct {
+// Backend is an in-memory backend of at most a fixed number of blocks.
+type Backend struct {
 	blockSize int
 	blocks    int64
 
@@ -23,16 +23,16 @@ type Store struct {
 	committed map[int64]bool
 }
 
-var _ storage.Backend = (*Store)(nil)
+var _ storage.Backend = (*Backend)(nil)
 
 // New makes a store of the given number of blocks of blockSize bytes.
-func New(blockSize int, blocks int64) *Store {
-	return &Store{blockSize: blockSize, blocks: blocks, next: 1,
+func New(blockSize int, blocks int64) *Backend {
+	return &Backend{blockSize: blockSize, blocks: blocks, next: 1,
 		objects: map[int64][]byte{}, committed: map[int64]bool{}}
 }
 
 // BlockSize is the unit of space.
-func (s *Store) BlockSize() int { return s.blockSize }
+func (s *Backend) BlockSize() int { return s.blockSize }
 
 // objectShift places object k's blocks at addresses k<<objectShift on, so
 // that the runs of two objects never touch (see storage.Location).
@@ -40,7 +40,7 @@ const objectShift = 32
 
 // Write keeps a copy of data as a new object: its location is one extent
 // at the object's address whose Len is its blocks.
-func (s *Store) Write(data []byte) (storage.Location, error) {
+func (s *Backend) Write(data []byte) (storage.Location, error) {
 	if len(data)%s.blockSize != 0 {
 		return nil, fmt.Errorf("memstore: write of %d bytes is not whole blocks", len(data))
 	}
@@ -61,7 +61,7 @@ func (s *Store) Write(data []byte) (storage.Location, error) {
 }
 
 // ReadAt reads [off, off+len(p)) of the objects of loc, in order.
-func (s *Store) ReadAt(loc storage.Location, p []byte, off int64) error {
+func (s *Backend) ReadAt(loc storage.Location, p []byte, off int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	bs := int64(s.blockSize)
@@ -88,7 +88,7 @@ func (s *Store) ReadAt(loc storage.Location, p []byte, off int64) error {
 }
 
 // Commit marks the objects of loc as the store's once tx commits.
-func (s *Store) Commit(tx *meta.Tx, loc storage.Location) error {
+func (s *Backend) Commit(tx *meta.Tx, loc storage.Location) error {
 	if err := s.known(loc, false); err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func (s *Store) Commit(tx *meta.Tx, loc storage.Location) error {
 
 // Free deletes the objects of loc once tx is durable, as a device's
 // pages are handed out again only then.
-func (s *Store) Free(tx *meta.Tx, loc storage.Location) error {
+func (s *Backend) Free(tx *meta.Tx, loc storage.Location) error {
 	if err := s.known(loc, true); err != nil {
 		return err
 	}
@@ -115,9 +115,9 @@ func (s *Store) Free(tx *meta.Tx, loc storage.Location) error {
 }
 
 // Release deletes objects that were never committed.
-func (s *Store) Release(loc storage.Location) { s.drop(loc) }
+func (s *Backend) Release(loc storage.Location) { s.drop(loc) }
 
-func (s *Store) drop(loc storage.Location) {
+func (s *Backend) drop(loc storage.Location) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range loc {
@@ -131,7 +131,7 @@ func (s *Store) drop(loc storage.Location) {
 
 // known checks that every object of loc exists (and is committed, if
 // committed is set).
-func (s *Store) known(loc storage.Location, committed bool) error {
+func (s *Backend) known(loc storage.Location, committed bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range loc {
@@ -155,10 +155,10 @@ func ids(loc storage.Location) []int64 {
 }
 
 // Recover has nothing to do: memory does not survive a stop.
-func (s *Store) Recover(*meta.Tx, bool) error { return nil }
+func (s *Backend) Recover(*meta.Tx, bool) error { return nil }
 
 // Space is the store's blocks and the free ones.
-func (s *Store) Space() (total, free int64) {
+func (s *Backend) Space() (total, free int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.blocks, s.blocks - s.used
@@ -166,7 +166,7 @@ func (s *Store) Space() (total, free int64) {
 
 // Check reports objects owned twice or by no one, and locations naming no
 // object.
-func (s *Store) Check(_ *meta.Tx, used []storage.Owned, problem func(kind, format string, args ...any)) error {
+func (s *Backend) Check(_ *meta.Tx, used []storage.Owned, problem func(kind, format string, args ...any)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	owner := map[int64]string{}
@@ -189,4 +189,4 @@ func (s *Store) Check(_ *meta.Tx, used []storage.Owned, problem func(kind, forma
 }
 
 // Sync has nothing to make durable.
-func (s *Store) Sync() error { return nil }
+func (s *Backend) Sync() error { return nil }

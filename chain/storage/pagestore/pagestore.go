@@ -23,31 +23,31 @@ type Device interface {
 	SyncContent() error
 }
 
-// Store keeps data in pages [first, first+pages) of dev.
-type Store struct {
+// Backend keeps encoded chunks in pages [first, first+pages) of dev.
+type Backend struct {
 	dev   Device
 	alloc *meta.Allocator
 	first int64
 	end   int64
 }
 
-var _ storage.Backend = (*Store)(nil)
+var _ storage.Backend = (*Backend)(nil)
 
 // Open uses pages [first, first+pages) of dev, with the allocator's state
 // in db (the device space of the metadata).
-func Open(db *meta.DB, dev Device, first, pages int64) (*Store, error) {
+func Open(db *meta.DB, dev Device, first, pages int64) (*Backend, error) {
 	alloc, err := meta.NewAllocator(db, meta.DeviceSpace, first, pages)
 	if err != nil {
 		return nil, fmt.Errorf("page store: %w", err)
 	}
-	return &Store{dev: dev, alloc: alloc, first: first, end: first + pages}, nil
+	return &Backend{dev: dev, alloc: alloc, first: first, end: first + pages}, nil
 }
 
 // BlockSize is the device's page size.
-func (s *Store) BlockSize() int { return s.dev.PageSize() }
+func (s *Backend) BlockSize() int { return s.dev.PageSize() }
 
 // Write reserves pages for data and writes it there.
-func (s *Store) Write(data []byte) (storage.Location, error) {
+func (s *Backend) Write(data []byte) (storage.Location, error) {
 	ps := s.dev.PageSize()
 	if len(data)%ps != 0 {
 		return nil, fmt.Errorf("page store: write of %d bytes is not whole pages", len(data))
@@ -69,7 +69,7 @@ func (s *Store) Write(data []byte) (storage.Location, error) {
 
 // ReadAt reads the pages of loc that hold [off, off+len(p)), one device
 // read per extent, and copies the range out.
-func (s *Store) ReadAt(loc storage.Location, p []byte, off int64) error {
+func (s *Backend) ReadAt(loc storage.Location, p []byte, off int64) error {
 	ps := int64(s.dev.PageSize())
 	n := int64(len(p))
 	first := off / ps
@@ -106,14 +106,14 @@ func (s *Store) ReadAt(loc storage.Location, p []byte, off int64) error {
 }
 
 // Commit makes reserved pages permanent.
-func (s *Store) Commit(tx *meta.Tx, loc storage.Location) error {
+func (s *Backend) Commit(tx *meta.Tx, loc storage.Location) error {
 	return s.alloc.Commit(tx, loc)
 }
 
 // Free returns pages to the free list once tx is durable. The trim is
 // queued before the allocator's own hook, so pages are trimmed before any
 // other writer can be handed them.
-func (s *Store) Free(tx *meta.Tx, loc storage.Location) error {
+func (s *Backend) Free(tx *meta.Tx, loc storage.Location) error {
 	if len(loc) == 0 {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (s *Store) Free(tx *meta.Tx, loc storage.Location) error {
 
 // Release trims pages that were never committed, so that the device's valid
 // pages stay those of committed data, and unreserves them.
-func (s *Store) Release(loc storage.Location) {
+func (s *Backend) Release(loc storage.Location) {
 	for _, e := range loc {
 		_ = s.dev.Trim(e.Start, e.Len)
 	}
@@ -138,7 +138,7 @@ func (s *Store) Release(loc storage.Location) {
 }
 
 // Discard trims pages of a reserved location; Release still gives them back.
-func (s *Store) Discard(loc storage.Location) {
+func (s *Backend) Discard(loc storage.Location) {
 	for _, e := range loc {
 		_ = s.dev.Trim(e.Start, e.Len)
 	}
@@ -147,7 +147,7 @@ func (s *Store) Discard(loc storage.Location) {
 // Recover: after an unclean stop, pages reserved by uncommitted writes were
 // written but never recorded, so the free list already counts them as
 // free; trimming the free list makes the device agree.
-func (s *Store) Recover(tx *meta.Tx, clean bool) error {
+func (s *Backend) Recover(tx *meta.Tx, clean bool) error {
 	if clean {
 		return nil
 	}
@@ -164,10 +164,10 @@ func (s *Store) Recover(tx *meta.Tx, clean bool) error {
 }
 
 // Space is the data area's pages and the free ones.
-func (s *Store) Space() (total, free int64) { return s.alloc.Pages(), s.alloc.FreePages() }
+func (s *Backend) Space() (total, free int64) { return s.alloc.Pages(), s.alloc.FreePages() }
 
 // Check checks that every data page is free or owned once.
-func (s *Store) Check(tx *meta.Tx, used []storage.Owned, problem func(kind, format string, args ...any)) error {
+func (s *Backend) Check(tx *meta.Tx, used []storage.Owned, problem func(kind, format string, args ...any)) error {
 	free, err := tx.FreeExtents(meta.DeviceSpace)
 	if err != nil {
 		return err
@@ -177,4 +177,4 @@ func (s *Store) Check(tx *meta.Tx, used []storage.Owned, problem func(kind, form
 }
 
 // Sync makes written pages durable.
-func (s *Store) Sync() error { return s.dev.SyncContent() }
+func (s *Backend) Sync() error { return s.dev.SyncContent() }

@@ -1,5 +1,5 @@
 // Package pickletest makes large pickles for the benchmarks of the pickle
-// machine's users (encode/detect, chain/analyze).
+// machine's users (encode/detect, encode/analyze).
 package pickletest
 
 import (
