@@ -140,9 +140,7 @@ func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *ro
 	if size, _, _ := sf.attr(); !try.due(f, size) {
 		return false, nil
 	}
-	if time.Since(sf.born) > f.dirtyExpire {
-		f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
-	}
+	f.chargeStagedIfDue(sf) // dirty past the expiry: the host wrote it back
 	err = f.commitFileNow(ino, sf.path(), sf, 0)
 	if keepStaged(err) {
 		if try.host = chain.HostFull(err); !try.host {
@@ -212,6 +210,7 @@ func (f *FS) AdoptStaged(entries []chain.KeptStaged) error {
 			p, _ := f.names.PathOf(ino)
 			return p
 		}}
+		f.stagedClosed(sf)
 		of := f.open.acquire(ino) // the hold commitLater lets go
 		of.mu.Lock()
 		of.setStage(sf, f)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/staging"
+	"github.com/ckptfs/ckptfs/nandsim/pagecache"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/sirupsen/logrus"
@@ -57,6 +58,7 @@ type FS struct {
 	stagedBytes atomic.Int64
 	dirtyExpire time.Duration
 	dirtyLimit  int64
+	staged      stagingCache // staging files in the page cache (wear.go)
 
 	atimeMode atomic.Int32 // an AtimeMode (SetAtimeMode)
 	atimes    sync.Map     // chain.Ino -> int64: reads' access times not yet written (lazyatime.go)
@@ -97,7 +99,7 @@ func (f *FS) takeStale(ino chain.Ino) bool {
 func New(names Namespace, store Store) *FS {
 	f := &FS{names: names, store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
 		backings: map[chain.Ino]*backing{}, live: map[*stagedFile]bool{}, quit: make(chan struct{})}
-	f.dirtyExpire, f.dirtyLimit = hostWriteBack()
+	f.dirtyExpire, f.dirtyLimit = pagecache.HostSettings()
 	store.ModelShadowWriteBack(f.dirtyExpire, f.dirtyLimit)
 	return f
 }

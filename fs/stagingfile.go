@@ -275,6 +275,7 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 				}
 			}
 		}
+		f.stagedDone(sf) // a new content: its pages' age starts now
 		sf.committed, sf.charged, sf.born = false, false, time.Now()
 		n.stageTimes(sf, trunc)
 		return sf, 0
@@ -472,6 +473,7 @@ func (f *FS) dropBackings() {
 // may still use it as the inode's backing file (then it is kept, marked
 // done, until dropBacking).
 func (f *FS) retire(ino chain.Ino, sf *stagedFile) {
+	f.stagedDone(sf)
 	f.backingMu.Lock()
 	b := f.backings[ino]
 	kept := b != nil && b.sf == sf

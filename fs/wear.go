@@ -2,67 +2,116 @@ package fs
 
 import (
 	"os"
-	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/nandsim/pagecache"
 	"golang.org/x/sys/unix"
 )
 
 // What staging costs the SSD. A staging file lives in the host's page
-// cache; the host writes its pages to the device only when asked (fsync,
-// sync) or when they have been dirty longer than the dirty expiry (30 s by
-// default) or the dirty bytes pass the background limit. A file encoded
-// and deleted before any of these costs the device nothing, as a
-// short-lived file costs a plain filesystem nothing. docs/NANDSIM.md.
+// cache, and the host writes its pages to the device by the page cache's
+// rules (nandsim/pagecache, the model the device and the shadow use too):
+// when asked (fsync, sync), when they have been dirty longer than the
+// dirty expiry (30 s by default, counted from the content's start), or
+// when the dirty bytes pass the background limit (oldest files first). A
+// file encoded and deleted before any of these costs the device nothing,
+// as a short-lived file costs a plain filesystem nothing. docs/NANDSIM.md.
 
 // maxFileSize is the largest file the store keeps.
 const maxFileSize = chain.MaxFileSize
 
-// hostWriteBack reads the host's dirty expiry and background limit
-// (/proc/sys/vm), with the kernel's defaults where they cannot be read.
-func hostWriteBack() (expire time.Duration, limit int64) {
-	expire = 30 * time.Second
-	if cs, ok := readSysctl("dirty_expire_centisecs"); ok && cs > 0 {
-		expire = time.Duration(cs) * 10 * time.Millisecond
-	}
-	if b, ok := readSysctl("dirty_background_bytes"); ok && b > 0 {
-		return expire, b
-	}
-	ratio := int64(10)
-	if r, ok := readSysctl("dirty_background_ratio"); ok && r > 0 {
-		ratio = r
-	}
-	return expire, chain.PhysicalMemory() * ratio / 100
+// stagingCache is the staging files' dirty pages, from the close of a
+// save (its content known) to the end of its commit.
+type stagingCache struct {
+	once  sync.Once
+	mu    sync.Mutex
+	cache *pagecache.Cache[*stagedFile]
 }
 
-func readSysctl(name string) (int64, bool) {
-	b, err := os.ReadFile("/proc/sys/vm/" + name)
-	if err != nil {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return v, err == nil
+// stagingPages is the model, made with the filesystem's write-back settings
+// at its first use.
+func (f *FS) stagingPages() *stagingCache {
+	f.staged.once.Do(func() {
+		f.staged.cache = pagecache.New[*stagedFile](f.dirtyExpire, f.dirtyLimit/pageSize, time.Now)
+	})
+	return &f.staged
 }
 
-// chargeStaged charges the device for sf's content, written back by the
-// host (fsync, expiry, limit): once per content.
-func (f *FS) chargeStaged(sf *stagedFile) {
-	if sf.charged {
-		return
-	}
-	sf.charged = true
-	size := int64(0)
+// pageSize is the host page the model counts in.
+const pageSize = 4096
+
+// stagedSize is how many bytes sf's content takes on the host: the pages
+// written, not the holes.
+func stagedSize(sf *stagedFile) int64 {
+	var size int64
 	_ = sf.use(func(file *os.File) error {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(file.Fd()), &st); err != nil {
 			return err
 		}
-		size = st.Blocks * 512 // the pages written, not the holes
+		size = st.Blocks * 512
 		return nil
 	})
-	f.store.ChargeStaged(size)
+	return size
+}
+
+// stagedClosed tells the model that sf holds a closed save, dirty since
+// its content started; past the background limit the host writes back the
+// oldest staging files.
+func (f *FS) stagedClosed(sf *stagedFile) {
+	sc := f.stagingPages()
+	sc.mu.Lock()
+	over := sc.cache.DirtySince(sf, pagecache.Run{Len: (stagedSize(sf) + pageSize - 1) / pageSize}, sf.born)
+	var written []*stagedFile
+	for over {
+		oldest, _, ok := sc.cache.TakeOldest()
+		if !ok {
+			break
+		}
+		written = append(written, oldest)
+		over = sc.cache.Over()
+	}
+	sc.mu.Unlock()
+	for _, w := range written {
+		f.chargeStaged(w)
+	}
+}
+
+// chargeStagedIfDue charges sf if its pages are past the expiry: the host
+// wrote them back before its commit ended.
+func (f *FS) chargeStagedIfDue(sf *stagedFile) {
+	sc := f.stagingPages()
+	sc.mu.Lock()
+	due := sc.cache.Due(sf)
+	sc.mu.Unlock()
+	if due {
+		f.chargeStaged(sf)
+	}
+}
+
+// stagedDone drops sf from the model: committed, its content no longer
+// counted as a save waiting.
+func (f *FS) stagedDone(sf *stagedFile) {
+	sc := f.stagingPages()
+	sc.mu.Lock()
+	sc.cache.Forget(sf)
+	sc.mu.Unlock()
+}
+
+// chargeStaged charges the device for sf's content, written back by the
+// host (fsync, expiry, limit): once per content.
+func (f *FS) chargeStaged(sf *stagedFile) {
+	sc := f.stagingPages()
+	sc.mu.Lock()
+	sc.cache.Take(sf)
+	sc.mu.Unlock()
+	if sf.charged {
+		return
+	}
+	sf.charged = true
+	f.store.ChargeStaged(stagedSize(sf))
 }
 
 // truncateBacking keeps a lingering backing file (stagingfile.go) equal to the

@@ -296,9 +296,8 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	of.pending = pc
 	passthrough := of.passthrough > 0
 	f.commits.add(1)
-	if f.stagedBytes.Add(size) > f.dirtyLimit {
-		f.chargeStaged(sf) // past the background limit: the host writes back
-	}
+	f.stagedBytes.Add(size)
+	f.stagedClosed(sf) // past the background limit, the host writes back
 	go func() {
 		defer f.stagedBytes.Add(-size)
 		if pc.settling {
@@ -331,9 +330,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 			f.commitLater(n.ino, of, sf, err, func() { f.commits.add(-1) })
 			return
 		}
-		if time.Since(sf.born) > f.dirtyExpire {
-			f.chargeStaged(sf) // dirty past the expiry: the host wrote it back
-		}
+		f.chargeStagedIfDue(sf) // dirty past the expiry: the host wrote it back
 		of.mu.Lock()
 		pc.err = err
 		of.pending = nil

@@ -6,32 +6,28 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/meta/extent"
+	"github.com/ckptfs/ckptfs/nandsim/pagecache"
 	"golang.org/x/sys/unix"
 )
 
-// The host's page cache in front of a file backing. A process that writes
-// a file without syncing it (as ckptfs writes its chunks at commit) leaves
-// the pages dirty in the host's page cache; the host writes them to the SSD
-// only when the file is synced, when its oldest dirty page is older than
-// the dirty expiry (the kernel's flusher), when the dirty pages pass the
-// background limit, or when the file is closed for good (unmount). Pages
-// trimmed before then (a hole punched into the backing) never reach the
-// flash. With DeferPrograms the device follows that model: WritePages
-// keeps the content at once and runs the pages through the FTL at one of
-// those moments. The backing is one file, so the expiry counts from the
-// first page dirtied since the last write-back, as the kernel's does for
-// one inode, and a write-back programs every dirty page.
+// The host's page cache in front of a file backing (nandsim/pagecache).
+// ckptfs writes its chunks into the backing without syncing them, so the
+// host writes them to the SSD by the page cache's rules, and pages trimmed
+// before then (a hole punched into the backing) never reach the flash.
+// With DeferPrograms the device follows that model: WritePages keeps the
+// content at once and runs the pages through the FTL when the model writes
+// them back. The backing is one file, so the expiry counts from the first
+// page dirtied since the last write-back, as the kernel's does for one
+// inode, and a write-back programs every dirty page.
 
-// hostCache is the set of pages written but not yet programmed.
-type hostCache struct {
-	expire time.Duration
-	limit  int64 // pages
-	now    func() time.Time
+// hostCache is the pages written but not yet programmed: the dirty pages
+// of the backing, one file (backingPages) in the host's page cache.
+type hostCache = pagecache.Cache[backingPages]
 
-	dirty  extent.Set // logical pages
-	since  time.Time  // when the first of the pages was dirtied
-	spared int64      // pages trimmed, or written again, while dirty
-}
+// backingPages names the backing, the one file of the page cache's model.
+type backingPages struct{}
+
+var backingKey backingPages
 
 // DeferPrograms makes the device program written pages when the host's page
 // cache would write them back (see above): after expire, when more than
@@ -42,26 +38,20 @@ func (s *SSD) DeferPrograms(expire time.Duration, limitPages int64, now func() t
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.hc == nil {
-		s.hc = &hostCache{expire: expire, limit: limitPages, now: now}
+		s.hc = pagecache.New[backingPages](expire, limitPages, now)
 	}
 }
 
 // dirtyLocked records pages [lpn, lpn+n) as written to the page cache and
 // reports whether the dirty pages now pass the limit. Caller holds s.mu.
 func (s *SSD) dirtyLocked(lpn, n int64) bool {
-	hc := s.hc
-	if hc.dirty.Pages() == 0 {
-		hc.since = hc.now()
-	}
-	hc.spared += hc.dirty.Add(extent.Extent{Start: lpn, Len: n}) // written again while dirty: written back once
-	return hc.dirty.Pages() > hc.limit
+	return s.hc.Dirty(backingKey, extent.Extent{Start: lpn, Len: n})
 }
 
 // cleanLocked drops pages [lpn, lpn+n) from the dirty set: trimmed before
 // the host wrote them. Caller holds s.mu.
 func (s *SSD) cleanLocked(lpn, n int64) {
-	hc := s.hc
-	hc.spared += hc.dirty.Remove(extent.Extent{Start: lpn, Len: n})
+	s.hc.Clean(backingKey, extent.Extent{Start: lpn, Len: n})
 }
 
 // writeBackBatch bounds the pages programmed under one hold of s.mu, so
@@ -76,18 +66,16 @@ const writeBackBatch = 4096
 func (s *SSD) writeBack(onlyDue bool) error {
 	s.mu.Lock()
 	hc := s.hc
-	if hc == nil || hc.dirty.Pages() == 0 || (onlyDue && hc.now().Sub(hc.since) < hc.expire) {
+	if hc == nil || hc.Pages() == 0 || (onlyDue && !hc.Due(backingKey)) {
 		s.mu.Unlock()
 		return nil
 	}
-	left := hc.dirty.Pages()
+	left := hc.Pages()
 	s.mu.Unlock()
 	for left > 0 {
 		s.mu.Lock()
 		n, err := s.programFirstLocked(min(left, writeBackBatch))
-		if hc.dirty.Pages() > 0 {
-			hc.since = hc.now() // dirtied during the write-back: a new period
-		}
+		hc.Renew(backingKey) // dirtied during the write-back: a new period
 		s.mu.Unlock()
 		if err != nil || n == 0 {
 			return err
@@ -101,8 +89,11 @@ func (s *SSD) writeBack(onlyDue bool) error {
 // and programs them. Caller holds s.mu.
 func (s *SSD) programFirstLocked(most int64) (int64, error) {
 	var n int64
-	for n < most && s.hc.dirty.Pages() > 0 {
-		e := s.hc.dirty.TakeFront(min(s.hc.dirty.Extents()[0].Len, most-n))[0]
+	for n < most {
+		e, ok := s.hc.TakeFirst(backingKey, most-n)
+		if !ok {
+			break
+		}
 		n += e.Len
 		if err := s.accountLocked(e.Start, e.Len); err != nil {
 			return n, err
@@ -137,7 +128,7 @@ func (s *SSD) DirtyPages() int64 {
 	if s.hc == nil {
 		return 0
 	}
-	return s.hc.dirty.Pages()
+	return s.hc.Pages()
 }
 
 // SparedPages is the pages written that the page cache never programmed:
@@ -149,7 +140,7 @@ func (s *SSD) SparedPages() int64 {
 	if s.hc == nil {
 		return 0
 	}
-	return s.hc.spared
+	return s.hc.Spared()
 }
 
 // catchUp programs the pages the backing holds that the restored FTL does

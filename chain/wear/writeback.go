@@ -5,36 +5,23 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/meta"
-	"github.com/ckptfs/ckptfs/meta/extent"
+	"github.com/ckptfs/ckptfs/nandsim/pagecache"
 	"github.com/sirupsen/logrus"
 )
 
-// The plain filesystem's page cache. A plain filesystem does not write a
-// file's pages at close: they stay dirty in the page cache until the file
-// is synced, has been dirty longer than the dirty expiry (30 s by default),
-// or the dirty bytes pass the background limit. A file deleted or cut
+// The plain filesystem's page cache (nandsim/pagecache). A plain
+// filesystem does not write a file's pages at close: they stay dirty in
+// the page cache until the host writes them back. A file deleted or cut
 // before then is never written: a last.pt rewritten every few seconds
 // costs the disk one copy when it settles, not one per save. With
 // DeferWriteBack the shadow follows that model; without it (replay, the
 // paper's offline figures) every commit is charged at once.
 
-// writeBack holds the shadow pages committed but not yet written back.
+// writeBack holds the shadow pages committed but not yet written back,
+// each inode's as one file of the model.
 type writeBack struct {
-	expire time.Duration
-	limit  int64 // pages
-	now    func() time.Time
-
-	mu     sync.Mutex
-	files  map[meta.Ino]*dirtyFile
-	pages  int64 // over files
-	spared int64 // pages dirtied again while dirty, or freed while dirty
-}
-
-// dirtyFile is one inode's dirty shadow pages (device pages, disjoint) and
-// when the first of them was dirtied, which the kernel's expiry counts from.
-type dirtyFile struct {
-	pages extent.Set
-	since time.Time
+	mu    sync.Mutex
+	cache *pagecache.Cache[meta.Ino]
 }
 
 // DeferWriteBack makes the shadow charge a file's committed pages only
@@ -49,7 +36,7 @@ type dirtyFile struct {
 // rules, and chunks of a version freed within the expiry never reach the
 // flash.
 func (a *Accounts) DeferWriteBack(expire time.Duration, limitBytes int64, now func() time.Time) {
-	a.wb = &writeBack{expire: expire, limit: limitBytes / a.pageSize, now: now, files: map[meta.Ino]*dirtyFile{}}
+	a.wb = &writeBack{cache: pagecache.New[meta.Ino](expire, limitBytes/a.pageSize, now)}
 	if d, ok := a.dev.(deferringDevice); ok {
 		d.DeferPrograms(expire, limitBytes/a.pageSize, now)
 	}
@@ -91,17 +78,10 @@ func (a *Accounts) dirty(tx *meta.Tx, ino meta.Ino, exts []meta.Extent) {
 	}
 	tx.OnCommit(func() {
 		wb.mu.Lock()
-		df := wb.files[ino]
-		if df == nil {
-			df = &dirtyFile{since: wb.now()}
-			wb.files[ino] = df
-		}
-		before := df.pages.Pages()
 		for _, e := range exts {
-			wb.spared += df.pages.Add(e) // pages dirty again count once
+			wb.cache.Dirty(ino, e)
 		}
-		wb.pages += df.pages.Pages() - before
-		over := wb.pages > wb.limit
+		over := wb.cache.Over()
 		wb.mu.Unlock()
 		if over {
 			a.writeBackOver()
@@ -119,39 +99,16 @@ func (a *Accounts) freed(tx *meta.Tx, ino meta.Ino, drop []meta.Extent) {
 	tx.OnCommit(func() {
 		wb.mu.Lock()
 		defer wb.mu.Unlock()
-		df := wb.files[ino]
-		if df == nil {
-			return
-		}
 		for _, e := range drop {
-			removed := df.pages.Remove(e)
-			wb.pages -= removed
-			wb.spared += removed
-		}
-		if df.pages.Pages() == 0 {
-			delete(wb.files, ino)
+			wb.cache.Clean(ino, e)
 		}
 	})
 }
 
-// take removes and returns the dirty files that pick selects.
-func (wb *writeBack) take(pick func(ino meta.Ino, df *dirtyFile) bool) []*dirtyFile {
-	wb.mu.Lock()
-	defer wb.mu.Unlock()
-	var out []*dirtyFile
-	for ino, df := range wb.files {
-		if pick(ino, df) {
-			out = append(out, df)
-			wb.pages -= df.pages.Pages()
-			delete(wb.files, ino)
-		}
-	}
-	return out
-}
-
-func (a *Accounts) chargeFiles(dfs []*dirtyFile) {
-	for _, df := range dfs {
-		a.charge(df.pages.Extents())
+// chargeFiles charges the pages of files written back.
+func (a *Accounts) chargeFiles(files [][]meta.Extent) {
+	for _, exts := range files {
+		a.charge(exts)
 	}
 }
 
@@ -169,8 +126,10 @@ func (a *Accounts) WriteBackDue() {
 	if a.wb == nil {
 		return
 	}
-	now := a.wb.now()
-	a.chargeFiles(a.wb.take(func(_ meta.Ino, df *dirtyFile) bool { return now.Sub(df.since) >= a.wb.expire }))
+	a.wb.mu.Lock()
+	due := a.wb.cache.TakeDue()
+	a.wb.mu.Unlock()
+	a.chargeFiles(due)
 	a.deviceWriteBack(false)
 }
 
@@ -179,7 +138,10 @@ func (a *Accounts) WriteBackFile(ino meta.Ino) {
 	if a.wb == nil {
 		return
 	}
-	a.chargeFiles(a.wb.take(func(i meta.Ino, _ *dirtyFile) bool { return i == ino }))
+	a.wb.mu.Lock()
+	exts := a.wb.cache.Take(ino)
+	a.wb.mu.Unlock()
+	a.charge(exts)
 }
 
 // WriteBackAll charges every dirty page, the shadow's and the device's:
@@ -188,7 +150,10 @@ func (a *Accounts) WriteBackAll() {
 	if a.wb == nil {
 		return
 	}
-	a.chargeFiles(a.wb.take(func(meta.Ino, *dirtyFile) bool { return true }))
+	a.wb.mu.Lock()
+	all := a.wb.cache.TakeAll()
+	a.wb.mu.Unlock()
+	a.chargeFiles(all)
 	a.deviceWriteBack(true)
 }
 
@@ -199,7 +164,7 @@ func (a *Accounts) DirtyPages() int64 {
 	}
 	a.wb.mu.Lock()
 	defer a.wb.mu.Unlock()
-	return a.wb.pages
+	return a.wb.cache.Pages()
 }
 
 // SparedPages is the shadow pages that a plain filesystem charged at every
@@ -212,7 +177,7 @@ func (a *Accounts) SparedPages() int64 {
 	}
 	a.wb.mu.Lock()
 	defer a.wb.mu.Unlock()
-	return a.wb.spared
+	return a.wb.cache.Spared()
 }
 
 // writeBackOver writes back the oldest dirty files until the dirty pages
@@ -221,23 +186,11 @@ func (a *Accounts) writeBackOver() {
 	wb := a.wb
 	for {
 		wb.mu.Lock()
-		var oldest meta.Ino
-		var df *dirtyFile
-		if wb.pages > wb.limit {
-			for ino, d := range wb.files {
-				if df == nil || d.since.Before(df.since) {
-					oldest, df = ino, d
-				}
-			}
-		}
-		if df != nil {
-			wb.pages -= df.pages.Pages()
-			delete(wb.files, oldest)
-		}
+		_, exts, ok := wb.cache.TakeOldest()
 		wb.mu.Unlock()
-		if df == nil {
+		if !ok {
 			return
 		}
-		a.charge(df.pages.Extents())
+		a.charge(exts)
 	}
 }
