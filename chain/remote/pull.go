@@ -76,15 +76,7 @@ func Pull(ctx context.Context, b bucket.Bucket, store *chain.Store) (PullStats, 
 		}
 		ps.BytesFetched += pr.fetched
 	}
-	t := chain.Tree{Dirents: un.dirents}
-	for ino, n := range un.inodes {
-		t.Inodes = append(t.Inodes, *n)
-		for _, x := range un.xattrs[ino] {
-			x.Ino = ino
-			t.Xattrs = append(t.Xattrs, x)
-		}
-	}
-	err = store.ImportTree(t)
+	err = store.ImportTree(un.tree())
 	if err != nil {
 		return ps, fmt.Errorf("pull %s: %w", b, err)
 	}

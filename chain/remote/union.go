@@ -527,12 +527,8 @@ func renumberXattrs(xs []Xattr, ino meta.Ino) []Xattr {
 	return out
 }
 
-// apply makes the metadata in db the union's (chain.ReplaceTree): names
-// that went are unlinked, inodes that went are deleted, except those inUse
-// reports, which stay as orphans with their versions. It returns the
-// versions the metadata keeps (with the union's manifest where it has one)
-// and the inodes.
-func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID]*Manifest, map[meta.Ino]bool, error) {
+// tree is the union's namespace as the store records it.
+func (u *union) tree() chain.Tree {
 	t := chain.Tree{Dirents: u.dirents}
 	for ino, n := range u.inodes {
 		t.Inodes = append(t.Inodes, *n)
@@ -541,6 +537,16 @@ func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID
 			t.Xattrs = append(t.Xattrs, x)
 		}
 	}
+	return t
+}
+
+// apply makes the metadata in db the union's (chain.ReplaceTree): names
+// that went are unlinked, inodes that went are deleted, except those inUse
+// reports, which stay as orphans with their versions. It returns the
+// versions the metadata keeps (with the union's manifest where it has one)
+// and the inodes.
+func apply(db *meta.DB, u *union, inUse func(meta.Ino) bool) (map[meta.VersionID]*Manifest, map[meta.Ino]bool, error) {
+	t := u.tree()
 	versions := make(map[meta.VersionID]*chain.VersionRecords, len(u.manifests))
 	for id, m := range u.manifests {
 		versions[id] = &chain.VersionRecords{Version: m.Version, Segments: m.Segments, Chunks: m.Chunks}
