@@ -49,7 +49,8 @@ type stagedFile struct {
 	// path is the name of the file now (its node's path).
 	path func() string
 	// born is when the content started (its pages' dirty age, for the
-	// write-back model, wear.go); charged: the device was charged for it.
+	// write-back model, wear.go); charged: the device was charged for it (under
+	// the model's lock, stagingCache).
 	born    time.Time
 	charged bool
 	// appendOnly: since it was made from the inode's committed content
@@ -275,8 +276,8 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 				}
 			}
 		}
-		f.stagedDone(sf) // a new content: its pages' age starts now
-		sf.committed, sf.charged, sf.born = false, false, time.Now()
+		f.stagedRestart(sf) // a new content: its pages' age starts now
+		sf.committed, sf.born = false, time.Now()
 		n.stageTimes(sf, trunc)
 		return sf, 0
 	}

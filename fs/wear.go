@@ -101,17 +101,28 @@ func (f *FS) stagedDone(sf *stagedFile) {
 }
 
 // chargeStaged charges the device for sf's content, written back by the
-// host (fsync, expiry, limit): once per content.
+// host (fsync, expiry, limit): once per content. Another file's close may
+// charge sf (the limit), so charged is under the model's lock.
 func (f *FS) chargeStaged(sf *stagedFile) {
 	sc := f.stagingPages()
 	sc.mu.Lock()
 	sc.cache.Take(sf)
-	sc.mu.Unlock()
-	if sf.charged {
-		return
-	}
+	already := sf.charged
 	sf.charged = true
-	f.store.ChargeStaged(stagedSize(sf))
+	sc.mu.Unlock()
+	if !already {
+		f.store.ChargeStaged(stagedSize(sf))
+	}
+}
+
+// stagedRestart starts a new content in sf, a staging file taken up again
+// by a writer: not in the model, not charged.
+func (f *FS) stagedRestart(sf *stagedFile) {
+	sc := f.stagingPages()
+	sc.mu.Lock()
+	sc.cache.Forget(sf)
+	sf.charged = false
+	sc.mu.Unlock()
 }
 
 // truncateBacking keeps a lingering backing file (stagingfile.go) equal to the
