@@ -159,30 +159,52 @@ func (h *handle) dropReader(r *chain.Reader) {
 }
 
 // touch notes a change of the staged content by a request, and returns the
-// staging file. The file counts as open (not closed) again.
-func (h *handle) touch() (*stagedFile, syscall.Errno) {
+// staging file. The file counts as open (not closed) again. appending: the
+// change only adds bytes after the content (an O_APPEND write); any other
+// change of a staging file that holds a closed save as its first bytes (a
+// writer that appends took it over) commits that save first, as a
+// writer's open that does not append does: fallocate through an O_APPEND
+// handle once zeroed bytes of a closed save, and a SIGKILL then lost it.
+func (h *handle) touch(appending bool) (*stagedFile, syscall.Errno) {
 	if h.pt {
 		h.n.fsys.passthroughRefused()
 	}
 	of := h.of
 	of.mu.Lock()
 	defer of.mu.Unlock()
+	if sf := of.stage; sf != nil && !appending && sf.holdsClosedSave() {
+		of.waitCommit()
+		if errno := h.n.secureClosed(of); errno != 0 {
+			return nil, errno
+		}
+	}
 	sf := of.stage
 	if sf == nil {
 		return nil, syscall.EBADF
 	}
 	of.dirty, sf.committed = true, false
 	sf.noteReopened()
-	if err := sf.markWriting(h.flags&syscall.O_APPEND != 0); err != nil {
+	if err := sf.markWriting(appending); err != nil {
 		return nil, toErrno(err)
 	}
 	return sf, 0
 }
 
+// keptPrefix is how many first bytes of the staging file are a closed save
+// that a writer which appends took over (0: none).
+func (h *handle) keptPrefix() int64 {
+	h.of.mu.Lock()
+	defer h.of.mu.Unlock()
+	if sf := h.of.stage; sf != nil && sf.State() == staging.Appending {
+		return sf.Keep()
+	}
+	return 0
+}
+
 // Write stores data at off (at the end for O_APPEND) in the staging file.
 // A full host filesystem answers ENOSPC here, as a plain one would.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	sf, errno := h.touch()
+	sf, errno := h.touch(h.flags&syscall.O_APPEND != 0 && off >= h.keptPrefix())
 	if errno != 0 {
 		return 0, errno
 	}
@@ -407,8 +429,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	// write, it is no sign that passthrough was refused.
 	plain := *h
 	plain.pt = false
-	plain.flags &^= syscall.O_APPEND // it may change any bytes
-	sf, errno := plain.touch()
+	sf, errno := plain.touch(false) // it may change any bytes
 	if errno != 0 {
 		return errno
 	}

@@ -63,7 +63,7 @@ func (n *Node) openHandle(flags uint32, fresh bool) (*handle, syscall.Errno) {
 	}
 	of.mu.Lock()
 	if w {
-		if errno := n.stageForWrite(of, fresh || flags&syscall.O_TRUNC != 0, flags&syscall.O_APPEND != 0); errno != 0 {
+		if errno := n.stageForWrite(of, fresh || flags&syscall.O_TRUNC != 0, flags&syscall.O_APPEND != 0, flags&syscall.O_ACCMODE == syscall.O_RDWR); errno != 0 {
 			of.mu.Unlock()
 			n.release(of, true)
 			return nil, errno

@@ -159,18 +159,20 @@ func (f *FS) passthroughRefused() {
 
 // stageForWrite gives of a staging file for a handle opening for writing,
 // holding the committed content unless trunc; appending: the handle only
-// appends (O_APPEND). Call with of.mu held.
+// appends (O_APPEND); mapped: it may also map the file (O_RDWR), and so
+// change its first bytes without a request reaching the daemon. Call with
+// of.mu held.
 //
 // The staging file may hold a save closed and not committed yet (the
 // release of its last writer has not come, or it settles: settle.go),
 // which a crash while this writer has it must not lose: a writer that only
 // appends keeps it as the file's first bytes (staging.Appending), any
-// other has it committed first.
-func (n *Node) stageForWrite(of *openFile, trunc, appending bool) syscall.Errno {
+// other, and one that may map the file, has it committed first.
+func (n *Node) stageForWrite(of *openFile, trunc, appending, mapped bool) syscall.Errno {
 	appending = appending && !trunc
 	n.noteWriterOpen(of, appending) // before waitCommit, which would wake a settling commit
 	of.waitCommit()                 // the new content starts from the committed one
-	if !appending {
+	if !appending || mapped {
 		if errno := n.secureClosed(of); errno != 0 {
 			return errno
 		}

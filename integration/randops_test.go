@@ -118,8 +118,12 @@ func (c *closedContents) synced(ino uint64, content []byte) {
 //     test's record had not allowed that content;
 //   - 720082 closes a file, opens it O_APPEND and appends, then opens it
 //     O_TRUNC: the daemon committed the closed save with the appended
-//     bytes, which no one had closed or synced, and a SIGKILL kept them.
-var killRegressions = []int64{710272, 720082}
+//     bytes, which no one had closed or synced, and a SIGKILL kept them;
+//   - 740161 closes a file, opens it O_WRONLY|O_APPEND and fallocates a
+//     zeroed range inside it: the staging file stopped keeping the closed
+//     save as its first bytes without committing it, and a SIGKILL left
+//     the file empty (its content before that save).
+var killRegressions = []int64{710272, 720082, 740161}
 
 // TestRandomOpsKill kills the daemon with SIGKILL at random steps of a
 // random-operation sequence, mounts the store again, and checks every
