@@ -260,6 +260,28 @@ func (m *testMount) survivesCrash(ino chain.Ino, save []byte) bool {
 	return false
 }
 
+// closeMapped writes save into name (O_TRUNC) and closes it, its release
+// held back by a mapping, so that its commit has not run when the next
+// writer opens it; it returns the munmap.
+func closeMapped(t *testing.T, name string, save []byte) func() {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(save); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, len(save), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return func() { syscall.Munmap(mem) }
+}
+
 // TestReopenKeepsClosedSave: a file closed by its last writer whose release
 // has not come (a mapping holds it where the daemon serves the file) and
 // which a writer opens again: the closed save must survive a crash while
@@ -275,25 +297,7 @@ func TestReopenKeepsClosedSave(t *testing.T) {
 			m.fsys.Drain()
 			ino := chain.Ino(statT(t, name).Ino)
 
-			// closeMapped writes save and closes the file, its release held
-			// back by a mapping; it returns the munmap.
-			closeMapped := func(save []byte) func() {
-				f, err := os.OpenFile(name, os.O_RDWR|os.O_TRUNC, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := f.Write(save); err != nil {
-					t.Fatal(err)
-				}
-				mem, err := syscall.Mmap(int(f.Fd()), 0, len(save), syscall.PROT_READ, syscall.MAP_SHARED)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
-				return func() { syscall.Munmap(mem) }
-			}
+			closeMapped := func(save []byte) func() { return closeMapped(t, name, save) }
 
 			saved := randomBytes(2, 1<<20)
 			unmap := closeMapped(saved)
@@ -377,22 +381,7 @@ func TestAppendingWriterKeepsClosedSave(t *testing.T) {
 				m.fsys.Drain()
 				ino := chain.Ino(statT(t, name).Ino)
 				saved := randomBytes(2, 1<<20)
-				// Closed with its release held back by a mapping, so that
-				// its commit has not run when the next writer opens it.
-				f, err := os.OpenFile(name, os.O_RDWR|os.O_TRUNC, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := f.Write(saved); err != nil {
-					t.Fatal(err)
-				}
-				mem, err := syscall.Mmap(int(f.Fd()), 0, len(saved), syscall.PROT_READ, syscall.MAP_SHARED)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				unmap := closeMapped(t, name, saved)
 				g, err := os.OpenFile(name, tc.flags, 0)
 				if err != nil {
 					t.Fatal(err)
@@ -402,7 +391,7 @@ func TestAppendingWriterKeepsClosedSave(t *testing.T) {
 					t.Errorf("staging files %+v: a crash would lose the closed save", m.stagingEntries(ino))
 				}
 				g.Close()
-				syscall.Munmap(mem)
+				unmap()
 				m.fsys.Drain()
 			})
 		}
