@@ -81,7 +81,7 @@ test-unit:
 # The packages whose goroutines share state (the filesystem, the store)
 # again under the race detector, which needs cgo (gcc: make deps).
 test-race:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./fs/ ./chain/...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m ./fs/... ./chain/...
 
 # The whole suite, quick variant: what CI runs.
 test: deps lint build series test-unit test-race

@@ -17,7 +17,7 @@ func TestEncodeQueueOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return bc.ticket
+		return bc.N
 	}
 	admitted := make(chan uint64, 16)
 	admit := func(tk uint64) { go func() { q.admit(tk); admitted <- tk }() }

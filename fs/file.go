@@ -29,7 +29,7 @@ type handle struct {
 	pt bool
 	sf *stagedFile
 	// flushed: a close of the handle (a writer's) came, its release may
-	// not have yet (openFile.flushedWriters). Under of.mu.
+	// not have yet (save.State.ClosedWriters). Under of.mu.
 	flushed bool
 }
 
@@ -182,7 +182,8 @@ func (h *handle) touch(appending bool) (*stagedFile, syscall.Errno) {
 	if sf == nil {
 		return nil, syscall.EBADF
 	}
-	of.dirty, sf.committed = true, false
+	of.save.Change()
+	sf.committed = false
 	sf.noteReopened()
 	if err := sf.markWriting(appending); err != nil {
 		return nil, toErrno(err)
@@ -261,14 +262,13 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	defer of.mu.Unlock()
 	if !h.flushed {
 		h.flushed = true
-		of.flushedWriters++
+		of.save.WriterClosed()
 	}
 	// The file is closed once every writer handle was: those closed before
 	// whose release has not come count as closed too (a writer that
 	// reopened the file meanwhile, then closed it).
-	only := h.n.fsys.open.writers(of) <= of.flushedWriters
-	if err := of.failed; err != nil {
-		of.failed = nil
+	only := h.n.fsys.open.writers(of) <= of.save.ClosedWriters()
+	if err := of.save.TakeFailure(); err != nil {
 		return toErrno(err)
 	}
 	if !only && of.stage != nil && h.flags&syscall.O_APPEND != 0 && of.stage.State() == staging.Appending {
@@ -277,13 +277,13 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		// keeps it.
 		return toErrno(of.stage.keepClosed())
 	}
-	if !only || of.stage == nil || !of.dirty {
+	if !only || of.stage == nil || !of.save.IsChanged() {
 		return 0
 	}
 	if h.n.fsys.SyncClose || h.n.fsys.spaceTight(of.stage) {
 		errno := h.n.commitStaged(of)
 		if errno != 0 {
-			of.dirty = false // reported: the previous content stays
+			of.save.Refused() // reported: the previous content stays
 			// The kernel's cached size and pages are the rejected save's.
 			h.n.fsys.markStale(h.n.ino)
 			go h.n.NotifyContent(0, 0) // not from inside this request: it may wait on it
@@ -348,7 +348,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		h.n.release(h.of, writable(h.flags))
 		if h.flushed { // after the release started the commit, for Drain
 			h.of.mu.Lock()
-			h.of.flushedWriters--
+			h.of.save.WriterReleased()
 			h.of.mu.Unlock()
 		}
 	})

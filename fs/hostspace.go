@@ -67,7 +67,10 @@ func (f *FS) hostFree() (int64, bool) {
 // when the commit is no longer its to make: a writer took the file over,
 // fsync committed it, the file was deleted and is no longer open, or the
 // filesystem shuts down (the staging file then stays closed, for the
-// store's next open). It holds of (as a handle) until it ends.
+// store's next open). It holds of (as a handle) until it ends. Its
+// caller put the save in the kept state (save.State.Keep, or Adopt at
+// mount), in the same hold of of.mu that ended its commit; commitLater
+// ends that state.
 func (f *FS) commitLater(ino chain.Ino, of *openFile, sf *stagedFile, cause error, counted func()) {
 	waiting := &f.waitingForRoom
 	if chain.HostFull(cause) {
@@ -77,9 +80,6 @@ func (f *FS) commitLater(ino chain.Ino, of *openFile, sf *stagedFile, cause erro
 		f.commitsFailed.Add(1)
 		logrus.WithError(cause).Errorf("commit %s after close failed: it stays in its staging file, and its commit is tried again", sf.path())
 	}
-	of.mu.Lock()
-	of.awaitingSpace++
-	of.mu.Unlock()
 	waiting.Add(1)
 	defer waiting.Add(-1)
 	if counted != nil {
@@ -102,7 +102,7 @@ func (f *FS) commitLater(ino chain.Ino, of *openFile, sf *stagedFile, cause erro
 		of.mu.Lock()
 		done, err := f.tryCommitLater(ino, of, sf, &try)
 		if done {
-			of.awaitingSpace--
+			of.save.KeepEnded()
 		}
 		of.mu.Unlock()
 		f.roomMu.RUnlock()
@@ -123,11 +123,11 @@ func (f *FS) commitLater(ino chain.Ino, of *openFile, sf *stagedFile, cause erro
 // done, and the error of a commit that failed for good (keepStaged). Call
 // with of.mu held.
 func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *roomTry) (bool, error) {
-	if of.stage != sf || of.pending != nil || f.open.writers(of) > 0 {
+	if of.stage != sf || of.save.Running() != nil || f.open.writers(of) > 0 {
 		return true, nil // a writer took it over: its release commits it
 	}
 	in, err := f.names.Inode(ino)
-	if !of.dirty || err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
+	if !of.save.IsChanged() || err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
 		// Committed by fsync, or deleted and no longer open.
 		of.endStage(f, ino, sf)
 		return true, nil
@@ -145,7 +145,7 @@ func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *ro
 	if keepStaged(err) {
 		if try.host = chain.HostFull(err); !try.host {
 			f.commitsFailed.Add(1)
-			of.failed = err // reported by the next fsync or close
+			of.save.RetryFailed(err) // reported by the next fsync or close
 			logrus.WithError(err).Errorf("commit %s after close failed again: it stays in its staging file", sf.path())
 		}
 		try.failed(f)
@@ -153,11 +153,10 @@ func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *ro
 	}
 	if err == nil {
 		sf.committed = true
-		of.failed = nil // the failure reported before is mended
 	}
 	of.endStage(f, ino, sf)
-	of.renamed = false // committed under its name now
-	f.markStale(ino)   // the kernel's pages may be another content's
+	of.save.Retried(err) // committed under its name now; a success mends the failure
+	f.markStale(ino)     // the kernel's pages may be another content's
 	return true, err
 }
 
@@ -214,7 +213,7 @@ func (f *FS) AdoptStaged(entries []chain.KeptStaged) error {
 		of := f.open.acquire(ino) // the hold commitLater lets go
 		of.mu.Lock()
 		of.setStage(sf, f)
-		of.dirty = true
+		of.save.Adopt() // kept, as a save whose commit failed at run time
 		of.mu.Unlock()
 		go f.commitLater(ino, of, sf, e.Cause, nil)
 	}

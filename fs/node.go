@@ -472,7 +472,8 @@ func (n *Node) truncate(size, now int64) syscall.Errno {
 			return errno
 		}
 		if sf := of.stage; sf != nil {
-			of.dirty, sf.committed = true, false
+			of.save.Change()
+			sf.committed = false
 			sf.noteReopened()
 			if err := sf.markWriting(false); err != nil {
 				return toErrno(err)

@@ -155,10 +155,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		// moves it once it lands.
 		if of := n.fsys.open.get(src.Ino); of != nil {
 			of.mu.Lock()
-			staged, pending := of.stage != nil, of.pending != nil
-			if pending {
-				of.renamed = true
-			}
+			staged, pending := of.stage != nil, of.save.Rename()
 			of.mu.Unlock()
 			if staged || pending {
 				return 0

@@ -69,7 +69,7 @@ func (n *Node) openHandle(flags uint32, fresh bool) (*handle, syscall.Errno) {
 			return nil, errno
 		}
 		if fresh {
-			of.dirty = false // an empty file is what the inode holds already
+			of.save.Unchanged() // an empty file is what the inode holds already
 		}
 	}
 	h.sf, h.pt = n.chooseMode(of, w, flags&syscall.O_DIRECT != 0)

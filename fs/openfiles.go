@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/fs/save"
 )
 
 // openFile is the state one inode's open handles share: the staging file
@@ -22,36 +23,13 @@ type openFile struct {
 	// it without mu (a commit holds mu while it encodes).
 	stage  *stagedFile
 	staged atomic.Pointer[stagedFile]
-	// dirty: the staging file may differ from the committed content (a
-	// passthrough handle's writes never reach us, so it sets dirty at open).
-	dirty bool
+	// save is where the save of the staged content is (fs/save): changed,
+	// queued, committing, kept for a later try, and the failure to report.
+	save save.State
 	// cached and passthrough count the handles of each I/O mode: the kernel
 	// serves an inode either through its page cache (requests to us) or
 	// from one backing file, never both at once (stagingfile.go).
 	cached, passthrough int
-	// renamed: the file was renamed while its commit ran; the commit's
-	// goroutine moves it to its new name's series after it lands.
-	renamed bool
-	// pending is the commit running in the background since the last
-	// writer's release (writeback.go); failed, the error of one that
-	// failed, which the next fsync or close reports.
-	pending *pendingCommit
-	failed  error
-	// awaitingSpace counts the goroutines that wait for room on the host
-	// to commit stage, whose commit failed for want of it (hostspace.go):
-	// the staged content is the file's content meanwhile.
-	awaitingSpace int
-	// begun is the commit queued at the close of the last writer, run
-	// after its release (writeback.go).
-	begun *begunCommit
-	// flushedWriters counts the writer handles closed whose release has
-	// not come yet: a writer that reopened the file before it keeps the
-	// staging file open, and Drain waits for those releases too.
-	flushedWriters int
-	// hot: a writer opened the file to append to while its previous
-	// commit was pending or had just landed; the last writer's release
-	// lets it settle before its commit (settle.go).
-	hot bool
 	// atimeChecked is when a read last checked the atime (Node.accessed),
 	// in Unix nanoseconds: reads check it at most once a second, the first
 	// after an open that found it stale (readerOpened) at once.
@@ -209,7 +187,7 @@ func (of *openFile) setStage(sf *stagedFile, f *FS) {
 // content left, and the file is retired.
 func (of *openFile) endStage(f *FS, ino chain.Ino, sf *stagedFile) {
 	of.setStage(nil, f)
-	of.dirty = false
+	of.save.Ended()
 	f.retire(ino, sf)
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/fs/save"
 )
 
 // Files appended to in quick succession. A log that a training appends a
@@ -64,36 +65,11 @@ func (r *recentCommits) recent(ino chain.Ino) bool {
 	return ok && time.Since(t) < hotWindow
 }
 
-// noteWriterOpen notes the open of a writer that only appends (appending):
-// of is hot if its previous content's commit is pending or just landed,
-// and the writer takes over the staging file of a commit waiting for the
-// file to settle, which then does not run. Another writer's waitCommit
-// cuts the settling short instead. Call with of.mu held, before
-// waitCommit.
+// noteWriterOpen notes the open of a writer (appending: it only
+// appends) in of's save: see save.State.WriterOpened. Call with of.mu
+// held, before waitCommit.
 func (n *Node) noteWriterOpen(of *openFile, appending bool) {
-	if !appending {
-		return
-	}
-	if pc := of.pending; pc != nil {
-		of.hot = true
-		if pc.settling {
-			pc.takenOver = true
-			pc.wakeUp()
-		}
-		return
-	}
-	if n.fsys.recent.recent(n.ino) {
-		of.hot = true
-	}
-}
-
-// wakeUp ends the settling of pc, if it settles: its commit runs now, or
-// not at all if a writer took it over. Call with the file's of.mu held.
-func (pc *pendingCommit) wakeUp() {
-	if pc.settling && !pc.woken {
-		pc.woken = true
-		close(pc.wake)
-	}
+	of.save.WriterOpened(appending, appending && n.fsys.recent.recent(n.ino))
 }
 
 // settleEnd is how a commit's settling ended.
@@ -107,20 +83,19 @@ const (
 
 // settle waits until sf, the closed staging file of a hot file committed
 // by pc, settles (see above), and reports what then becomes of it.
-func (n *Node) settle(of *openFile, pc *pendingCommit, sf *stagedFile) settleEnd {
+func (n *Node) settle(of *openFile, pc *save.Commit, sf *stagedFile) settleEnd {
 	f := n.fsys
 	closed := time.Unix(0, sf.closedAt.Load())
 	wait := min(time.Until(closed.Add(settleQuiet)), time.Until(sf.born.Add(settleMax)))
 	t := time.NewTimer(wait)
 	select {
 	case <-t.C:
-	case <-pc.wake:
+	case <-pc.Wake():
 	}
 	t.Stop()
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	pc.settling = false
-	if pc.takenOver {
+	if pc.Settled() {
 		return takenOver
 	}
 	if in, err := f.names.Inode(n.ino); err == nil && in.Nlink == 0 && f.open.others(of) == 0 {
@@ -134,8 +109,8 @@ func (n *Node) settle(of *openFile, pc *pendingCommit, sf *stagedFile) settleEnd
 func (f *FS) wakeSettling() {
 	for _, of := range f.open.snapshot() {
 		of.mu.Lock()
-		if of.pending != nil {
-			of.pending.wakeUp()
+		if pc := of.save.Running(); pc != nil {
+			pc.WakeUp()
 		}
 		of.mu.Unlock()
 	}

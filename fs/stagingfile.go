@@ -183,7 +183,7 @@ func (n *Node) stageForWrite(of *openFile, trunc, appending, mapped bool) syscal
 			return errno
 		}
 		of.setStage(sf, n.fsys)
-		of.dirty = trunc
+		of.save.Staged(trunc)
 		if appending {
 			size, _, _ := sf.attr()
 			sf.appendOnly, sf.appendFrom = true, size
@@ -192,7 +192,8 @@ func (n *Node) stageForWrite(of *openFile, trunc, appending, mapped bool) syscal
 		if err := of.stage.use(func(f *os.File) error { return f.Truncate(0) }); err != nil {
 			return toErrno(err)
 		}
-		of.dirty, of.stage.committed = true, false
+		of.save.Change()
+		of.stage.committed = false
 	}
 	of.stage.noteReopened()
 	return toErrno(of.stage.markWriting(appending))
@@ -239,7 +240,7 @@ func (sf *stagedFile) holdsClosedSave() bool {
 // committed: the writer takes it over as it is. Call with of.mu held.
 func (n *Node) secureClosed(of *openFile) syscall.Errno {
 	sf := of.stage
-	if sf == nil || !of.dirty || of.awaitingSpace > 0 || !sf.holdsClosedSave() {
+	if sf == nil || !of.save.IsChanged() || of.save.IsKept() || !sf.holdsClosedSave() {
 		return 0
 	}
 	if sf.State() == staging.Appending {
@@ -410,7 +411,7 @@ func (n *Node) chooseMode(of *openFile, writable, direct bool) (*stagedFile, boo
 	b.refs++
 	of.passthrough++
 	if writable {
-		of.dirty = true // its writes never reach us
+		of.save.Change() // its writes never reach us
 	}
 	return b.sf, true
 }
@@ -502,11 +503,10 @@ func stagedMtime(sf *stagedFile) int64 {
 // write on. Call with of.mu held.
 func (n *Node) commitStaged(of *openFile) syscall.Errno {
 	of.waitCommit()
-	if err := of.failed; err != nil {
-		of.failed = nil
+	if err := of.save.TakeFailure(); err != nil {
 		return toErrno(err)
 	}
-	if of.stage == nil || !of.dirty {
+	if of.stage == nil || !of.save.IsChanged() {
 		return 0
 	}
 	return n.commitNow(of)
@@ -541,7 +541,7 @@ func (n *Node) commitPrefix(of *openFile, limit int64) syscall.Errno {
 		}
 	}
 	// Passthrough handles may write on without telling us.
-	of.dirty = of.passthrough > 0 || partial
+	of.save.CommittedNow(of.passthrough > 0 || partial)
 	if of.passthrough > 0 {
 		n.fsys.markStale(n.ino)
 	}

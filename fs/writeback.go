@@ -8,6 +8,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/staging"
+	"github.com/ckptfs/ckptfs/fs/save"
 	"github.com/sirupsen/logrus"
 )
 
@@ -21,18 +22,6 @@ import (
 // Reads meanwhile are served from the staging file. A daemon killed before
 // the commit lands loses nothing: the staging file was marked closed at
 // the last close, and the next open of the store ingests it.
-
-// pendingCommit is a commit running in the background.
-type pendingCommit struct {
-	done chan struct{}
-	err  error
-	// settling: the commit waits for its hot file to settle (settle.go),
-	// until wake is closed (woken) or its time comes; takenOver: a writer
-	// took the staging file over meanwhile, and this commit does not run.
-	// Under the file's of.mu.
-	settling, woken, takenOver bool
-	wake                       chan struct{}
-}
 
 // commitTracker counts the background commits of the whole filesystem.
 type commitTracker struct {
@@ -119,15 +108,9 @@ type queuedCommit struct {
 	admit chan struct{} // closed when it may run
 }
 
-// begunCommit is a commit begun at close and run after the release.
-type begunCommit struct {
-	ticket uint64
-	fc     *chain.FileCommit
-}
-
 // begin runs start (which queues a commit in the store) and hands out the
 // next ticket, atomically, so that tickets follow the order of the begins.
-func (q *encodeQueue) begin(start func() (*chain.FileCommit, error)) (*begunCommit, error) {
+func (q *encodeQueue) begin(start func() (*chain.FileCommit, error)) (*save.Ticket, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	fc, err := start()
@@ -141,14 +124,14 @@ func (q *encodeQueue) begin(start func() (*chain.FileCommit, error)) (*begunComm
 	q.issued++
 	q.waiting[t] = &queuedCommit{at: time.Now(), admit: make(chan struct{})}
 	q.order = append(q.order, t)
-	return &begunCommit{ticket: t, fc: fc}, nil
+	return &save.Ticket{N: t, Commit: fc}, nil
 }
 
 // abort drops a begun commit that will not run.
-func (q *encodeQueue) abort(bc *begunCommit) {
-	bc.fc.Abort()
+func (q *encodeQueue) abort(bc *save.Ticket) {
+	bc.Commit.Abort()
 	q.mu.Lock()
-	delete(q.waiting, bc.ticket)
+	delete(q.waiting, bc.N)
 	q.dispatch()
 	q.mu.Unlock()
 }
@@ -229,7 +212,7 @@ const smallFileMax = 256 << 10
 // beginCommit queues the commit of of's staged content at the close of its
 // last writer (Flush), unless one is queued already. Call with of.mu held.
 func (n *Node) beginCommit(of *openFile) {
-	if of.begun != nil {
+	if of.save.QueuedTicket() != nil {
 		return
 	}
 	bc, err := n.fsys.encoding.begin(func() (*chain.FileCommit, error) {
@@ -239,7 +222,7 @@ func (n *Node) beginCommit(of *openFile) {
 		logrus.WithError(err).Warnf("queue the commit of %s", n.path())
 		return
 	}
-	of.begun = bc
+	of.save.Queue(bc)
 }
 
 // startCommit runs at the release of the inode's last writer: the staging
@@ -248,7 +231,7 @@ func (n *Node) beginCommit(of *openFile) {
 // read it). It reports whether it started a commit, which then holds the
 // inode's state until it lands (openTable.release). Call with of.mu held.
 func (n *Node) startCommit(of *openFile, others int) bool {
-	if of.pending != nil {
+	if of.save.Running() != nil {
 		// Another writer's release, between this one's count and its
 		// turn, started the commit of the same staging file; a writer
 		// opened since waits for it (stageForWrite), so nothing is left
@@ -256,9 +239,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		return false
 	}
 	sf := of.stage
-	bc := of.begun
-	hot := of.hot
-	of.begun, of.hot = nil, false
+	bc, hot := of.save.Release()
 	if sf == nil {
 		if bc != nil {
 			n.fsys.encoding.abort(bc)
@@ -267,7 +248,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	}
 	f := n.fsys
 	in, err := f.names.Inode(n.ino)
-	if !of.dirty || err != nil || in.Nlink == 0 && others == 0 {
+	if !of.save.IsChanged() || err != nil || in.Nlink == 0 && others == 0 {
 		if bc != nil {
 			f.encoding.abort(bc)
 		}
@@ -280,27 +261,23 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	}
 	if bc == nil {
 		n.beginCommit(of)
-		if bc = of.begun; bc == nil {
-			of.failed = fmt.Errorf("commit %s: could not queue it", n.path())
+		if bc, _ = of.save.Release(); bc == nil {
+			of.save.Fail(fmt.Errorf("commit %s: could not queue it", n.path()))
 			of.endStage(f, n.ino, sf)
 			return false
 		}
-		of.begun = nil
 	}
 	size, _, _ := sf.attr()
 	appended := sf.appended()
-	pc := &pendingCommit{done: make(chan struct{})}
-	if hot && !f.SyncClose && f.draining.Load() == 0 {
-		pc.settling, pc.wake = true, make(chan struct{})
-	}
-	of.pending = pc
+	settling := hot && !f.SyncClose && f.draining.Load() == 0
+	pc := of.save.Begin(settling)
 	passthrough := of.passthrough > 0
 	f.commits.add(1)
 	f.stagedBytes.Add(size)
 	f.stagedClosed(sf) // past the background limit, the host writes back
 	go func() {
 		defer f.stagedBytes.Add(-size)
-		if pc.settling {
+		if settling {
 			// Its ticket would hold the other files' commits back while
 			// it settles: it takes a new one after.
 			f.encoding.abort(bc)
@@ -319,12 +296,12 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		if keepStaged(err) {
 			// The save stays in its staging file, the file's content,
 			// and is committed later (hostspace.go).
-			of.mu.Lock()
-			of.pending = nil
+			var failure error // reported by the next fsync or close
 			if !chain.HostFull(err) {
-				of.failed = err // reported by the next fsync or close
+				failure = err
 			}
-			close(pc.done) // waiters go on with the staged content
+			of.mu.Lock()
+			of.save.Keep(pc, failure) // waiters go on with the staged content
 			of.mu.Unlock()
 			// A kept save holds back no drain.
 			f.commitLater(n.ino, of, sf, err, func() { f.commits.add(-1) })
@@ -332,18 +309,12 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 		}
 		f.chargeStagedIfDue(sf) // dirty past the expiry: the host wrote it back
 		of.mu.Lock()
-		pc.err = err
-		of.pending = nil
-		if err != nil {
-			of.failed = err
-		} else {
+		if err == nil {
 			sf.committed = true
 			f.recent.landed(n.ino)
 		}
 		of.endStage(f, n.ino, sf)
-		renamed := of.renamed
-		of.renamed = false
-		close(pc.done)
+		renamed := of.save.Land(pc, err)
 		of.mu.Unlock()
 		if err != nil {
 			logrus.WithError(err).Errorf("commit %s after close: its previous content stays", n.path())
@@ -366,20 +337,19 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 // endSettled ends the commit pc of sf, which settled with end and does not
 // run: a writer took the staging file over (it is the file's content
 // still), the file was deleted, or the commit could not be queued (err).
-func (n *Node) endSettled(of *openFile, pc *pendingCommit, sf *stagedFile, end settleEnd, err error) {
+func (n *Node) endSettled(of *openFile, pc *save.Commit, sf *stagedFile, end settleEnd, err error) {
 	f := n.fsys
+	var failure error
 	of.mu.Lock()
 	switch end {
 	case dropped:
 		of.endStage(f, n.ino, sf)
 	case settled:
-		pc.err = fmt.Errorf("commit %s: could not queue it: %w", n.path(), err)
-		of.failed = pc.err
+		failure = fmt.Errorf("commit %s: could not queue it: %w", n.path(), err)
 		of.endStage(f, n.ino, sf)
 		logrus.WithError(err).Errorf("commit %s after close: its previous content stays", n.path())
 	}
-	of.pending = nil
-	close(pc.done)
+	of.save.Skip(pc, failure)
 	of.mu.Unlock()
 	n.release(of, false)
 	f.commits.add(-1)
@@ -387,22 +357,22 @@ func (n *Node) endSettled(of *openFile, pc *pendingCommit, sf *stagedFile, end s
 
 // encodeStaged runs bc, the commit of sf, in its turn; appended: see
 // stagedFile.appended.
-func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit, appended int64) error {
+func (n *Node) encodeStaged(sf *stagedFile, bc *save.Ticket, appended int64) error {
 	f := n.fsys
-	f.encoding.admit(bc.ticket)
+	f.encoding.admit(bc.N)
 	defer f.encoding.leave()
 	if sf.committed && n.unchangedSinceCommit(sf) {
-		bc.fc.Abort() // committed at fsync, and not written since
+		bc.Commit.Abort() // committed at fsync, and not written since
 		return nil
 	}
 	if appended >= 0 {
-		bc.fc.Appended(appended)
+		bc.Commit.Appended(appended)
 	}
 	// The family is decided here, once, by the name the file has now.
 	mtime := stagedMtime(sf)
-	err := sf.use(func(file *os.File) error { return bc.fc.Run(file, n.path(), mtime) })
+	err := sf.use(func(file *os.File) error { return bc.Commit.Run(file, n.path(), mtime) })
 	if err == errGone {
-		bc.fc.Abort()
+		bc.Commit.Abort()
 	}
 	return err
 }
@@ -410,11 +380,11 @@ func (n *Node) encodeStaged(sf *stagedFile, bc *begunCommit, appended int64) err
 // waitCommit waits for the background commit of of, if any. Call with
 // of.mu held; it is released while waiting.
 func (of *openFile) waitCommit() {
-	for of.pending != nil {
-		pc := of.pending
-		pc.wakeUp() // a commit waiting for its file to settle runs now
+	for of.save.Running() != nil {
+		pc := of.save.Running()
+		pc.WakeUp() // a commit waiting for its file to settle runs now
 		of.mu.Unlock()
-		<-pc.done
+		<-pc.Done()
 		of.mu.Lock()
 	}
 }
@@ -453,8 +423,7 @@ const releaseWait = time.Second
 func (of *openFile) closedUnreleased() bool {
 	of.mu.Lock()
 	defer of.mu.Unlock()
-	return of.stage != nil && of.pending == nil && of.awaitingSpace == 0 &&
-		(of.stage.State() == staging.Closed || of.flushedWriters > 0)
+	return of.stage != nil && of.save.WaitsForRelease(of.stage.State() == staging.Closed)
 }
 
 // adopt moves the file's committed content into the series of the name it
