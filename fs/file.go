@@ -159,19 +159,22 @@ func (h *handle) dropReader(r *chain.Reader) {
 }
 
 // touch notes a change of the staged content by a request, and returns the
-// staging file. The file counts as open (not closed) again. appending: the
-// change only adds bytes after the content (an O_APPEND write); any other
+// staging file. The file counts as open (not closed) again. appendAt is
+// the offset of an O_APPEND write (-1: the change is no append): it only
+// adds bytes if it is at or past the closed save a writer that appends
+// took over (decided under the same lock as the change); any other
 // change of a staging file that holds a closed save as its first bytes (a
 // writer that appends took it over) commits that save first, as a
 // writer's open that does not append does: fallocate through an O_APPEND
 // handle once zeroed bytes of a closed save, and a SIGKILL then lost it.
-func (h *handle) touch(appending bool) (*stagedFile, syscall.Errno) {
+func (h *handle) touch(appendAt int64) (*stagedFile, syscall.Errno) {
 	if h.pt {
 		h.n.fsys.passthroughRefused()
 	}
 	of := h.of
 	of.mu.Lock()
 	defer of.mu.Unlock()
+	appending := appendAt >= 0 && appendAt >= of.keptPrefix()
 	if sf := of.stage; sf != nil && !appending && sf.holdsClosedSave() {
 		of.waitCommit()
 		if errno := h.n.secureClosed(of); errno != 0 {
@@ -192,11 +195,9 @@ func (h *handle) touch(appending bool) (*stagedFile, syscall.Errno) {
 }
 
 // keptPrefix is how many first bytes of the staging file are a closed save
-// that a writer which appends took over (0: none).
-func (h *handle) keptPrefix() int64 {
-	h.of.mu.Lock()
-	defer h.of.mu.Unlock()
-	if sf := h.of.stage; sf != nil && sf.State() == staging.Appending {
+// that a writer which appends took over (0: none). Call with of.mu held.
+func (of *openFile) keptPrefix() int64 {
+	if sf := of.stage; sf != nil && sf.State() == staging.Appending {
 		return sf.Keep()
 	}
 	return 0
@@ -205,7 +206,11 @@ func (h *handle) keptPrefix() int64 {
 // Write stores data at off (at the end for O_APPEND) in the staging file.
 // A full host filesystem answers ENOSPC here, as a plain one would.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	sf, errno := h.touch(h.flags&syscall.O_APPEND != 0 && off >= h.keptPrefix())
+	appendAt := int64(-1)
+	if h.flags&syscall.O_APPEND != 0 {
+		appendAt = off
+	}
+	sf, errno := h.touch(appendAt)
 	if errno != 0 {
 		return 0, errno
 	}
@@ -429,7 +434,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	// write, it is no sign that passthrough was refused.
 	plain := *h
 	plain.pt = false
-	sf, errno := plain.touch(false) // it may change any bytes
+	sf, errno := plain.touch(-1) // it may change any bytes
 	if errno != 0 {
 		return errno
 	}
