@@ -16,7 +16,7 @@ export CKPTFS_REQUIRE_DEPS := 1
 export CKPTFS_VENV   ?= $(HOME)/.cache/ckptfs/venv
 export CKPTFS_PYTHON ?= $(CKPTFS_VENV)/bin/python
 
-.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin wheel xfstests stress fuzz report clean series
+.PHONY: all build install deps lint test test-full test-unit demo demo-remote bench device-bin wheel xfstests stress fuzz report clean series tier-eval
 
 all: build
 
@@ -147,6 +147,12 @@ stress: deps build
 # Codec ratio and speed table (docs/CODECS.md).
 report: series
 	CKPTFS_REPORT=1 $(GO) test -count=1 -run 'TestReport' -v ./encode/
+
+# What an archive tier's lossy schemes do to the series' models and to a
+# resumed training (docs/ARCHIVE.md).
+tier-eval: deps series
+	$(CKPTFS_PYTHON) integration/py/tier_eval.py --series $(SERIES)/adam
+	$(CKPTFS_PYTHON) integration/py/tier_eval.py --series $(SERIES)/adam-stream
 
 # Each fuzz target for FUZZTIME (default 60s).
 FUZZTIME ?= 60s
