@@ -6,7 +6,11 @@
 // chain supplies only the types that cross the interfaces. Files are
 // split by operation (node.go, node_dir_ops.go, node_open_create.go,
 // node_xattr.go, file.go); per-inode state shared by open handles lives in
-// openfiles.go; the read-only control directory .ckptfs in control.go.
+// openfiles.go, and where the save of its staged content is (changed,
+// queued, settling, committing, kept for a later try) in that state's
+// save.State (fs/save); the staging file of a save in stagingfile.go, its
+// commit in the background in writeback.go; the read-only control
+// directory .ckptfs in control.go.
 // Its tests mount it in the test process over a throw-away store
 // (mount_test.go) and work through the mount.
 //
