@@ -35,6 +35,10 @@ type forgetQueue struct {
 	// is scheduled while Drain may wait on a count of zero.)
 	running int
 	idle    sync.Cond
+	// closed: the filesystem shut down (FS.Shutdown), and the store is
+	// about to close: nothing more is freed here (the next mount frees
+	// the orphans left).
+	closed bool
 }
 
 func (q *forgetQueue) delays() (quiet, maxDelay time.Duration) {
@@ -51,6 +55,9 @@ func (q *forgetQueue) delays() (quiet, maxDelay time.Duration) {
 func (q *forgetQueue) add(f *FS, ino chain.Ino) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
 	now := time.Now()
 	q.pending = append(q.pending, ino)
 	q.last = now
@@ -66,7 +73,7 @@ func (q *forgetQueue) add(f *FS, ino chain.Ino) {
 // the longest it may; otherwise it looks again when it would be.
 func (q *forgetQueue) fire(f *FS) {
 	q.mu.Lock()
-	if len(q.pending) > 0 {
+	if len(q.pending) > 0 && !q.closed {
 		quiet, maxDelay := q.delays()
 		now := time.Now()
 		wait := quiet - now.Sub(q.last)
@@ -94,7 +101,11 @@ func (q *forgetQueue) flush(f *FS) {
 	q.mu.Lock()
 	inos := q.pending
 	q.pending = nil
+	closed := q.closed
 	q.mu.Unlock()
+	if closed {
+		return
+	}
 	var free []chain.Ino
 	for _, ino := range inos {
 		if !f.open.inUse(ino) {
@@ -114,6 +125,24 @@ func (q *forgetQueue) wait(f *FS) {
 	q.flush(f)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.idle.L == nil {
+		q.idle.L = &q.mu
+	}
+	for q.running > 0 {
+		q.idle.Wait()
+	}
+}
+
+// close ends the queue at shutdown: what is queued stays for the next
+// mount to free, later forgets are ignored, and it returns once no batch
+// runs, so none reaches the store after it closes. (go-fuse forgets the
+// root when its serve loop ends, which can be after the mount command's
+// Drain: that forget once reached a closed database.)
+func (q *forgetQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.pending = nil
 	if q.idle.L == nil {
 		q.idle.L = &q.mu
 	}

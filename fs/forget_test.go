@@ -4,11 +4,16 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/storage/memstore"
+	"github.com/ckptfs/ckptfs/meta"
 )
 
 // forgetRecorder records the batches of inodes the filesystem asks the
@@ -152,5 +157,52 @@ func TestForgetQueueFreesLongStreams(t *testing.T) {
 	}
 	if total != queued {
 		t.Fatalf("%d of %d inodes freed: %v", total, queued, rec.batches)
+	}
+}
+
+// newUnmountedFS is a filesystem over a fresh in-memory store, not mounted,
+// whose namespace records the forgets that reach it.
+func newUnmountedFS(t *testing.T) (*FS, *forgetRecorder) {
+	t.Helper()
+	db, err := meta.Open(filepath.Join(t.TempDir(), medium.MetaFile), meta.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := chain.NewStore(db, memstore.New(4096, 1<<10), nil, chain.Options{Policy: policy.Default(), CacheBytes: 1 << 20})
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(); db.Close() })
+	rec := &forgetRecorder{Namespace: store.Names()}
+	f := New(rec, store)
+	f.forgets.quiet = time.Millisecond
+	return f, rec
+}
+
+// TestNoForgetAfterShutdown: go-fuse forgets the root node when its serve
+// loop ends, which can be after the mount command's Drain and Shutdown,
+// just before the store closes; that forget once reached the closed
+// database ("i/o error: database not open" in fstests' log). After
+// Shutdown nothing reaches the store; before it, the same forget does.
+func TestNoForgetAfterShutdown(t *testing.T) {
+	f, rec := newUnmountedFS(t)
+	f.Root().(*Node).OnForget() // as go-fuse's OnUnmount does
+	f.Drain()
+	rec.mu.Lock()
+	if len(rec.batches) != 1 {
+		t.Fatalf("before shutdown, the root's forget reached the store in %d batches, want 1", len(rec.batches))
+	}
+	rec.mu.Unlock()
+
+	f, rec = newUnmountedFS(t)
+	f.Drain()
+	f.Shutdown()
+	f.Root().(*Node).OnForget()
+	time.Sleep(50 * time.Millisecond) // past the queue's quiet time
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.batches) != 0 {
+		t.Fatalf("after shutdown, forgets reached the store: %v", rec.batches)
 	}
 }

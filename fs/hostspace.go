@@ -233,11 +233,13 @@ func (f *FS) CommitsFailed() int64 { return f.commitsFailed.Load() }
 
 // Shutdown ends the filesystem's background work once the server has
 // stopped and Drain returned: the staging files kept only as the kernel's
-// backing files are deleted, and the saves waiting for room on the host
-// stay in their staging files, closed, for the store's next open.
+// backing files are deleted, the saves waiting for room on the host
+// stay in their staging files, closed, for the store's next open, and
+// orphans not freed yet are left for it too.
 func (f *FS) Shutdown() {
 	f.quitOnce.Do(func() { close(f.quit) })
 	f.roomMu.Lock() // no try of commitLater runs past this
 	f.roomMu.Unlock()
+	f.forgets.close() // nor a batch of forgotten inodes
 	f.dropBackings()
 }
