@@ -261,7 +261,7 @@ func (n *Node) startCommit(of *openFile, others int) bool {
 	}
 	if bc == nil {
 		n.beginCommit(of)
-		if bc, _ = of.save.Release(); bc == nil {
+		if bc, _ = of.save.Release(); bc == nil { // take the ticket just queued
 			of.save.Fail(fmt.Errorf("commit %s: could not queue it", n.path()))
 			of.endStage(f, n.ino, sf)
 			return false
