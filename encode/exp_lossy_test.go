@@ -109,9 +109,12 @@ type lossyScheme struct {
 	// round returns the floats the tier keeps, as float32 bytes; nil for
 	// a quantizing scheme.
 	round func(x float32) float32
-	// quantize codes a chunk as bytes and a scale, and dequant decodes one.
+	// quantize codes a chunk as bytes and a scale, and dequant decodes one;
+	// domain is the value in which the quantization is uniform, in which
+	// its error is measured.
 	quantize func(x []float32) ([]byte, float32)
 	dequant  func(q byte, scale float32) float32
+	domain   func(x float32) float64
 }
 
 func lossySchemes(role string) []lossyScheme {
@@ -120,11 +123,12 @@ func lossySchemes(role string) []lossyScheme {
 	// No bound: values under float16's smallest normal (6.1e-5) lose
 	// their precision, and the zeroed column counts those it flushes.
 	fp16 := lossyScheme{name: "fp16", errKind: "max relative", round: roundFP16}
-	q8 := lossyScheme{name: "q8", errKind: "max abs / max |x| per chunk", bound: 1.0 / 254 * 1.0001, quantize: quantize8, dequant: func(q byte, s float32) float32 { return float32(int8(q)) * s }}
+	q8 := lossyScheme{name: "q8", errKind: "max abs / max |x| per chunk", bound: 1.0 / 254 * 1.0001, quantize: quantize8, dequant: func(q byte, s float32) float32 { return float32(int8(q)) * s },
+		domain: func(x float32) float64 { return float64(x) }}
 	sched := []lossyScheme{exact, bf16, fp16, q8}
 	if role == "variance" {
 		// exp_avg_sq enters Adam's step as its square root: quantize that.
-		sq := lossyScheme{name: "q8sqrt", errKind: "max abs of sqrt / max sqrt per chunk", bound: 1.0 / 510 * 1.0001, quantize: quantize8Sqrt, dequant: func(q byte, s float32) float32 {
+		sq := lossyScheme{name: "q8sqrt", errKind: "max abs of sqrt / max sqrt per chunk", bound: 1.0 / 510 * 1.0001, quantize: quantize8Sqrt, domain: func(x float32) float64 { return math.Sqrt(float64(x)) }, dequant: func(q byte, s float32) float32 {
 			r := float32(q) * s
 			return r * r
 		}}
@@ -239,13 +243,8 @@ func codeTier(t *testing.T, files [][]float32, sc lossyScheme) (base, delta, pla
 						zeros++
 					}
 				}
-				if sc.name == "q8sqrt" {
-					m = max(m, math.Sqrt(float64(v)))
-					chunkErr = max(chunkErr, math.Abs(math.Sqrt(float64(d))-math.Sqrt(float64(v))))
-				} else {
-					m = max(m, math.Abs(float64(v)))
-					chunkErr = max(chunkErr, math.Abs(float64(d-v)))
-				}
+				m = max(m, math.Abs(sc.domain(v)))
+				chunkErr = max(chunkErr, math.Abs(sc.domain(d)-sc.domain(v)))
 			}
 			if m > 0 {
 				maxErr = max(maxErr, chunkErr/m)

@@ -288,7 +288,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	if h.n.fsys.SyncClose || h.n.fsys.spaceTight(of.stage) {
 		errno := h.n.commitStaged(of)
 		if errno != 0 {
-			of.save.Refused() // reported: the previous content stays
+			of.save.Unchanged() // reported: the previous content stays
 			// The kernel's cached size and pages are the rejected save's.
 			h.n.fsys.markStale(h.n.ino)
 			go h.n.NotifyContent(0, 0) // not from inside this request: it may wait on it

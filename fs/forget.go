@@ -73,7 +73,7 @@ func (q *forgetQueue) add(f *FS, ino chain.Ino) {
 // the longest it may; otherwise it looks again when it would be.
 func (q *forgetQueue) fire(f *FS) {
 	q.mu.Lock()
-	if len(q.pending) > 0 && !q.closed {
+	if len(q.pending) > 0 {
 		quiet, maxDelay := q.delays()
 		now := time.Now()
 		wait := quiet - now.Sub(q.last)
@@ -101,11 +101,7 @@ func (q *forgetQueue) flush(f *FS) {
 	q.mu.Lock()
 	inos := q.pending
 	q.pending = nil
-	closed := q.closed
 	q.mu.Unlock()
-	if closed {
-		return
-	}
 	var free []chain.Ino
 	for _, ino := range inos {
 		if !f.open.inUse(ino) {
@@ -134,8 +130,8 @@ func (q *forgetQueue) wait(f *FS) {
 }
 
 // close ends the queue at shutdown: what is queued stays for the next
-// mount to free, later forgets are ignored, and it returns once no batch
-// runs, so none reaches the store after it closes. (go-fuse forgets the
+// mount to free, later forgets are ignored (so no batch finds any), and it
+// returns once no batch runs, so none reaches the store after it closes. (go-fuse forgets the
 // root when its serve loop ends, which can be after the mount command's
 // Drain: that forget once reached a closed database.)
 func (q *forgetQueue) close() {

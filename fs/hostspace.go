@@ -145,7 +145,7 @@ func (f *FS) tryCommitLater(ino chain.Ino, of *openFile, sf *stagedFile, try *ro
 	if keepStaged(err) {
 		if try.host = chain.HostFull(err); !try.host {
 			f.commitsFailed.Add(1)
-			of.save.RetryFailed(err) // reported by the next fsync or close
+			of.save.Fail(err) // reported by the next fsync or close
 			logrus.WithError(err).Errorf("commit %s after close failed again: it stays in its staging file", sf.path())
 		}
 		try.failed(f)

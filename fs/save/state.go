@@ -121,13 +121,10 @@ func (s *State) Staged(changed bool) { s.changed = changed }
 // passthrough handle's open: its writes never reach the daemon).
 func (s *State) Change() { s.changed = true }
 
-// Unchanged notes that the staging file holds what the inode holds (a new
-// empty file).
+// Unchanged notes that the staged content no longer counts as a change:
+// it is what the inode holds (a new empty file), or its save was refused
+// at close and the refusal reported (the previous content stays).
 func (s *State) Unchanged() { s.changed = false }
-
-// Refused notes that the save was refused at close and the refusal
-// reported: the previous content stays the file's.
-func (s *State) Refused() { s.changed = false }
 
 // CommittedNow notes a commit made in the caller's request (fsync, a
 // closed save secured before another writer changes it): the staged
@@ -263,7 +260,8 @@ func (s *State) end(c *Commit) {
 	close(c.done)
 }
 
-// Fail records a failure the next fsync or close reports.
+// Fail records a failure the next fsync or close reports (a commit that
+// could not be queued, a kept save's later try that failed).
 func (s *State) Fail(err error) { s.failure = err }
 
 // TakeFailure returns the failure to report, once.
@@ -284,14 +282,6 @@ func (s *State) Adopt() {
 
 // IsKept reports whether a kept save waits for a later try.
 func (s *State) IsKept() bool { return s.kept > 0 }
-
-// RetryFailed records the failure of a later try (nil: the host is still
-// full, which is not reported).
-func (s *State) RetryFailed(failure error) {
-	if failure != nil {
-		s.failure = failure
-	}
-}
 
 // Retried notes the end of a kept save's later try: committed (err nil:
 // the failure reported before is mended) or failed for good; either way it

@@ -40,7 +40,7 @@ func TestWritesChangeTheSave(t *testing.T) {
 	wantPhase(t, &s, Clean)
 
 	s.Change()
-	s.Refused() // close reported the refusal: the previous content stays
+	s.Unchanged() // close reported the refusal: the previous content stays
 	wantPhase(t, &s, Clean)
 }
 
@@ -205,9 +205,8 @@ func TestKeepAndRetry(t *testing.T) {
 		t.Fatal("a kept save waits for a release")
 	}
 	boom := errors.New("device error")
-	s.RetryFailed(boom)
-	s.RetryFailed(nil) // the host is full again: the failure stays to report
-	s.Retried(nil)     // committed: the failure is mended
+	s.Fail(boom)   // a later try failed
+	s.Retried(nil) // the next committed: the failure is mended
 	s.Ended()
 	s.KeepEnded()
 	wantPhase(t, &s, Clean)
