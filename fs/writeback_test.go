@@ -77,6 +77,11 @@ func TestCloseReturnsBeforeCommit(t *testing.T) {
 		open()
 		t.Fatal("close waited for the commit")
 	}
+	// The release that starts the commit follows close asynchronously: an
+	// fsync opened before it came would commit itself, holding the file
+	// (and the read's open) until the gate opens, which the test never
+	// reached (a CI run hung here for 25 minutes).
+	waitCommitsStarted(t, m, 1)
 	if st := statT(t, name); st.Size != int64(len(v2)) {
 		t.Errorf("stat during the commit: size %d, want %d", st.Size, len(v2))
 	}
@@ -98,7 +103,6 @@ func TestCloseReturnsBeforeCommit(t *testing.T) {
 	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
-	waitCommitsStarted(t, m, 1)
 	stillWaiting(t, "fsync of the file", synced)
 	open()
 	if err := <-synced; err != nil {
