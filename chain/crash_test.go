@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		crashVictim(dir)
 		return
 	}
+	if dir := os.Getenv(repackVictimEnv); dir != "" {
+		repackVictim(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 

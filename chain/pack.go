@@ -31,6 +31,10 @@ type packWriter struct {
 	failed atomic.Bool   // err is set
 	err    error
 	loc    storage.Location // the extents written, in pack order
+
+	// measureOnly counts the bytes appended and writes nothing: what a
+	// coding would store, measured without wearing the device.
+	measureOnly bool
 }
 
 // packFlushBlocks is the backend blocks per write: 1 MiB of 4 KiB pages.
@@ -43,6 +47,10 @@ func newPackWriter(s *Store) *packWriter {
 // Append adds an encoded chunk and returns its offset in the pack.
 func (p *packWriter) Append(enc []byte) (int64, error) {
 	at := p.off
+	if p.measureOnly {
+		p.off += int64(len(enc))
+		return at, nil
+	}
 	if p.buf == nil && len(enc) > 0 {
 		// From the pool, when first needed: a small file's commit (most
 		// of a checkpoint's files) then allocates and clears no 1 MiB.

@@ -113,6 +113,7 @@ const (
 	RefSameFile = "same-file" // the file's own previous content (rewritten in place)
 	RefFamily   = "family"    // the last version of the path's family
 	RefLayout   = "layout"    // the last version with the same tensor layout nearby
+	RefRepack   = "repack"    // the previous version of its family, chosen by `ckptfs repack`
 )
 
 // versionRecordVersion 2 appends Path, Layout, LayoutTensors, Fallback and

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/remote"
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+func init() { subcommands = append(subcommands, newRepackCommand) }
+
+// repackOutput is `ckptfs repack --json`: the plan and what writing it cost
+// the simulated device.
+type repackOutput struct {
+	*chain.RepackReport
+	// Device figures of the repack itself: host pages written (chunks
+	// and metadata), pages programmed (with GC copies) and erases.
+	DevicePagesWritten    int64 `json:"device_pages_written"`
+	DevicePagesProgrammed int64 `json:"device_pages_programmed"`
+	DeviceErases          int64 `json:"device_erases"`
+	// SavePages is what a save of this run wrote to the device on average
+	// before the repack (host pages ÷ versions committed); SavesCost the
+	// repack's writes in saves of that size.
+	SavePages int64   `json:"average_save_pages"`
+	SavesCost float64 `json:"saves_cost"`
+}
+
+func newRepackCommand() *cobra.Command {
+	var store string
+	var maxDepth int
+	var dryRun, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "repack --store DIR [--max-depth K] [--dry-run]",
+		Short: "Re-plan a finished run: fewest stored bytes with reads bounded to K+1 decodes",
+		Long: `repack re-plans the chains of an unmounted store. For each family (a
+checkpoint series) it chooses which files are stored whole and which as deltas
+against the file saved before them, so that the family stores the fewest bytes
+while a read of any file decodes at most K+1 chunks per chunk (--max-depth K;
+the store's policy bound by default). It measures what it needs by encoding
+without writing, then re-codes the files the plan changes, one transaction
+each, oldest first: a kill at any moment loses nothing, and running repack
+again finishes the plan. Versions kept only as references (of files rewritten
+in place) are freed when no file needs them. Every file reads back
+byte-identical. The re-coding's writes are charged to the simulated SSD like
+any save's, and the summary says how many saves of the run they cost.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if store == "" {
+				return errors.New("--store is required")
+			}
+			if _, err := os.Stat(filepath.Join(store, remote.StateFile)); err == nil && !dryRun {
+				return fmt.Errorf("store %s keeps a replica in an object store (%s): repack would re-code versions the bucket holds as they were; it does not support replicated stores yet", store, remote.StateFile)
+			}
+			ds, err := openExistingStore(store)
+			if errors.Is(err, chain.ErrLocked) {
+				return fmt.Errorf("%w: it is mounted; unmount it first", err)
+			}
+			if err != nil {
+				return err
+			}
+			defer ds.Close()
+			if !cmd.Flags().Changed("max-depth") {
+				maxDepth = ds.Store.Policy().MaxDepth
+			}
+			var saves uint64
+			_ = ds.Medium.DB.View(func(tx *meta.Tx) error {
+				saves = tx.Counter("versions_committed")
+				return nil
+			})
+			before := ds.Medium.Dev.Stats()
+			rep, err := ds.Store.Repack(chain.RepackOptions{MaxDepth: maxDepth, DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			if err := ds.Sync(); err != nil {
+				return err
+			}
+			after := ds.Medium.Dev.Stats()
+			out := repackOutput{RepackReport: rep,
+				DevicePagesWritten:    after.HostPagesWritten - before.HostPagesWritten,
+				DevicePagesProgrammed: after.PagesProgrammed - before.PagesProgrammed,
+				DeviceErases:          after.Erases - before.Erases}
+			if saves > 0 {
+				out.SavePages = before.HostPagesWritten / int64(saves)
+			}
+			if out.SavePages > 0 {
+				out.SavesCost = float64(out.DevicePagesWritten) / float64(out.SavePages)
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			printRepack(cmd.OutOrStdout(), store, &out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", "", "store directory to repack (not mounted)")
+	cmd.Flags().IntVar(&maxDepth, "max-depth", 0, "deltas allowed between any file and its baseline: a read decodes at most this plus one chunks per chunk (default: the store's policy)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan and print, write nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func printRepack(w io.Writer, store string, o *repackOutput) {
+	r := o.RepackReport
+	verb := "repacked"
+	if r.DryRun {
+		verb = "plan for"
+	}
+	fmt.Fprintf(w, "%s %s: at most %d %s per chain (a read decodes at most %d %s per chunk)\n",
+		verb, store, r.MaxDepth, plural(r.MaxDepth, "delta", "deltas"), r.MaxDepth+1, plural(r.MaxDepth+1, "chunk", "chunks"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "family\tfiles\tstored before\tstored planned\tdecodes before\tdecodes planned\tbaselines\tre-coded\t")
+	for _, f := range sortedNaturally(r.Families, func(f chain.RepackFamily) string { return f.Name }) {
+		planned := thousands(f.Planned)
+		if f.Kept {
+			planned = "kept"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t\n", f.Name, f.Files, thousands(f.StoredBefore), planned,
+			f.WorstDecodesBefore, f.WorstDecodesPlanned, f.Baselines, f.Recoded)
+	}
+	tw.Flush()
+	if r.DryRun {
+		fmt.Fprintf(w, "dry run: %d codings measured, nothing written\n", r.Measured)
+		return
+	}
+	fmt.Fprintf(w, "stored bytes: %s -> %s (%s); worst decodes per chunk: %d -> %d; versions kept: %d -> %d\n",
+		thousands(r.StoredBefore), thousands(r.StoredAfter), ratioString(r.StoredAfter, r.StoredBefore),
+		r.WorstDecodesBefore, r.WorstDecodesAfter, r.VersionsBefore, r.VersionsAfter)
+	fmt.Fprintf(w, "written: %d versions re-coded, %s device pages (chunks and metadata; %d codings measured without writing)",
+		r.Recoded, thousands(o.DevicePagesWritten), r.Measured)
+	if o.SavePages > 0 && o.DevicePagesWritten > 0 {
+		fmt.Fprintf(w, ", what %.1f saves of this run write", o.SavesCost)
+	}
+	fmt.Fprintln(w)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

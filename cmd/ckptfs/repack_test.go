@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/medium"
+	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/chain/remote"
+	"github.com/ckptfs/ckptfs/chain/storedir"
+	"github.com/ckptfs/ckptfs/meta"
+)
+
+// npyFloats is a NumPy file of float32 values.
+func npyFloats(vals []float32) []byte {
+	hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", len(vals))
+	for (10+len(hdr)+1)%64 != 0 {
+		hdr += " "
+	}
+	hdr += "\n"
+	var b bytes.Buffer
+	b.WriteString("\x93NUMPY\x01\x00")
+	binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
+	b.WriteString(hdr)
+	binary.Write(&b, binary.LittleEndian, vals)
+	return b.Bytes()
+}
+
+// trainedStore saves a drifting series of n checkpoints into a new store
+// whose policy makes chains of up to 11 deltas, and returns the contents.
+func trainedStore(t *testing.T, dir string, n int) map[string][]byte {
+	t.Helper()
+	dev, err := deviceForSize("64MiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := policy.Default()
+	p.SnapDis = 12
+	ds, err := storedir.Open(dir, storedir.Options{Options: chain.Options{Policy: p}, Media: medium.Options{Device: dev, NoSync: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	rng := rand.New(rand.NewSource(3))
+	w := make([]float32, 120_000)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * 0.05)
+	}
+	want := map[string][]byte{}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("ckpt-%02d.npy", i)
+		want[name] = npyFloats(w)
+		node, err := ds.Names().Create(meta.RootIno, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wr, err := ds.NewWriter(node.Ino, func() string { return name })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wr.WriteAt(want[name], 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := wr.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range w {
+			w[j] += float32(rng.NormFloat64() * 1e-4)
+		}
+	}
+	return want
+}
+
+func readStoreFiles(t *testing.T, dir string, want map[string][]byte) {
+	t.Helper()
+	ds, err := openExistingStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	for name, b := range want {
+		n, err := ds.Names().Lookup(meta.RootIno, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ds.OpenVersion(n.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, r.Size())
+		if _, err := r.ReadAt(got, 0); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, b) {
+			t.Fatalf("%s differs after repack", name)
+		}
+	}
+}
+
+func TestRepackCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	want := trainedStore(t, dir, 22)
+
+	out, err := runCkptfs(t, "repack", "--store", dir, "--max-depth", "2", "--dry-run", "--json")
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	var dry repackOutput
+	if err := json.Unmarshal([]byte(out), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if dry.DevicePagesWritten != 0 || dry.Recoded != 0 || dry.StoredAfter != dry.StoredBefore {
+		t.Fatalf("a dry run wrote: %s", out)
+	}
+
+	out, err = runCkptfs(t, "repack", "--store", dir, "--max-depth", "2", "--json")
+	if err != nil {
+		t.Fatalf("repack: %v\n%s", err, out)
+	}
+	var rep repackOutput
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.WorstDecodesBefore != 12 || rep.WorstDecodesAfter != 3 {
+		t.Errorf("worst decodes %d -> %d, want 12 -> 3", rep.WorstDecodesBefore, rep.WorstDecodesAfter)
+	}
+	if rep.Recoded == 0 || rep.DevicePagesWritten < rep.PackPagesWritten || rep.SavesCost <= 0 {
+		t.Errorf("re-coded %d versions, %d device pages for %d pack pages, %.2f saves: the writes are not all charged",
+			rep.Recoded, rep.DevicePagesWritten, rep.PackPagesWritten, rep.SavesCost)
+	}
+	readStoreFiles(t, dir, want)
+	if out, err := runCkptfs(t, "fsck", "--store", dir, "--deep"); err != nil || !strings.Contains(out, "clean") {
+		t.Fatalf("fsck after repack: %v\n%s", err, out)
+	}
+
+	out, err = runCkptfs(t, "repack", "--store", dir)
+	if err != nil {
+		t.Fatalf("repack at the store's bound: %v\n%s", err, out)
+	}
+	for _, s := range []string{"at most 3 deltas per chain", "ckpt-#.npy", "stored bytes:", "worst decodes per chunk: 3 -> 4"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	readStoreFiles(t, dir, want)
+}
+
+func TestRepackRefusesReplicatedStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	newSmallStore(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, remote.StateFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCkptfs(t, "repack", "--store", dir)
+	if err == nil || !strings.Contains(err.Error(), "object store") {
+		t.Fatalf("repack of a replicated store: %v\n%s", err, out)
+	}
+}
