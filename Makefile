@@ -162,7 +162,7 @@ FUZZ_TARGETS := \
 	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
 	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle ./encode/detect:FuzzDCP \
 	./encode/pickle:FuzzPickle \
-	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta/extent:FuzzSet ./meta:FuzzRecords ./meta:FuzzDecodeJournal ./chain:FuzzStagingNames ./chain:FuzzCommitFileSpare \
+	./nandsim:FuzzDecodeState ./nandsim:FuzzOps ./meta/extent:FuzzSet ./meta:FuzzRecords ./meta:FuzzDecodeJournal ./chain:FuzzStagingNames ./chain:FuzzCommitFileSpare ./chain:FuzzZipMembers \
 	./chain/remote:FuzzMerge
 
 fuzz:

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"fmt"
+	"hash/crc32"
 	"sort"
 
 	"github.com/ckptfs/ckptfs/chain/bufpool"
@@ -31,12 +32,38 @@ type recodeJob struct {
 	job   chunkJob
 }
 
+// recodeOptions say how recode codes a version.
+type recodeOptions struct {
+	// measureOnly writes nothing: the result's PackBytes is what the
+	// coding would store.
+	measureOnly bool
+	// lossy, if set, is applied to the version's float32 tensor chunks
+	// (an archive tier); refLossy applies it to the reference's chunks
+	// too, for a reference whose own lossy coding lands in the same
+	// transaction.
+	lossy    encode.Lossy
+	refLossy bool
+	// patches set bytes after the transform: the CRC fields of a zip
+	// whose members' bytes the transform changed.
+	patches []bytePatch
+	// observe, if set, sees the version's final bytes in file order: each
+	// chunk's plain bytes, or nil for n zeros.
+	observe func(off int64, plain []byte, n int64)
+}
+
+// bytePatch is bytes to set at a file offset.
+type bytePatch struct {
+	off int64
+	b   []byte
+}
+
 // recode encodes version id again against ref (0: as a baseline), with the
-// store's codec, keeping the version's segments and chunk layout. With
-// measureOnly nothing is written: the result's PackBytes is what the
-// coding would store. The caller swaps a written result in (swapCoding) or
-// gives its pages back (dropRecoded).
-func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, error) {
+// store's codec, keeping the version's segments and chunk layout. Re-coded
+// exactly, its bytes must hash to the version's checksum, or it fails. The
+// caller swaps a written result in (swapCoding) or gives its pages back
+// (dropRecoded).
+func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error) {
+	measureOnly := o.measureOnly
 	rc := &recoded{}
 	var refSeg map[string]meta.Segment
 	err := s.view(func(tx *txn) error {
@@ -91,20 +118,28 @@ func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, erro
 	queue := make([]*recodeJob, 0, inFlight)
 	sem := make(chan struct{}, s.workers)
 	var deltas, unchanged uint32
+	var crc uint32
 	var firstErr error
+	transformed := false
 	collect := func() {
 		j := queue[0]
 		queue = queue[1:]
 		<-j.job.done
-		if j.job.plain != nil {
-			bufpool.Put(j.job.plain)
-		}
 		if firstErr == nil && j.job.err != nil {
 			firstErr = j.job.err
 		}
-		if firstErr == nil && j.chunk.Zeros() {
+		if firstErr == nil && j.job.plain == nil {
+			// Zeros, stored as nothing.
+			crc = crc32Zeros(crc, j.chunk.Length)
+			if o.observe != nil {
+				o.observe(j.chunk.Offset, nil, j.chunk.Length)
+			}
 			rc.chunks = append(rc.chunks, j.chunk)
 		} else if firstErr == nil {
+			crc = crc32.Update(crc, castagnoli, j.job.plain)
+			if o.observe != nil {
+				o.observe(j.chunk.Offset, j.job.plain, j.chunk.Length)
+			}
 			c := j.chunk
 			off, err := pack.Append(j.job.enc)
 			if err != nil {
@@ -122,6 +157,9 @@ func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, erro
 			}
 			rc.chunks = append(rc.chunks, c)
 		}
+		if j.job.plain != nil {
+			bufpool.Put(j.job.plain)
+		}
 		if j.job.enc != nil {
 			bufpool.Put(j.job.enc)
 		}
@@ -132,7 +170,8 @@ func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, erro
 		if firstErr != nil {
 			break
 		}
-		if c.Zeros() {
+		patched := patchesIn(o.patches, c.Offset, c.Length)
+		if c.Zeros() && len(patched) == 0 {
 			// A run of zeros or a hole: stored as nothing, as before.
 			j := &recodeJob{chunk: c}
 			j.job.done = make(chan struct{})
@@ -147,6 +186,8 @@ func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, erro
 				break
 			}
 			j.job.dtype = encode.DType(sg.DType)
+			lossy := !o.lossy.IsZero() && sg.Tensor && encode.DType(sg.DType) == encode.Float32
+			transformed = transformed || lossy
 			if sg.Tensor {
 				j.job.codec = pol.Codec
 				if rs, ok := refSeg[sg.Key]; ok && rs.DType == sg.DType {
@@ -158,20 +199,36 @@ func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, erro
 					if refLen := min(cb, rs.Offset+rs.Length-refOff); refLen == c.Length {
 						j.job.refVer, j.job.refOff = ref, refOff
 						j.chunk.RefOffset = refOff
+						if o.refLossy && encode.DType(sg.DType) == encode.Float32 {
+							j.job.refMap = o.lossy.Apply
+						}
 					}
 				}
 			} else {
 				j.job.codec = pol.RawCodec()
 				j.job.dtype = encode.Bytes
 			}
+			zeros := c.Zeros()
 			queue = append(queue, j)
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; close(j.job.done) }()
-				plain, err := s.rebuild(id, j.chunk.Offset, true)
-				if err != nil {
-					j.job.err = fmt.Errorf("rebuild chunk at %d: %w", j.chunk.Offset, err)
-					return
+				var plain []byte
+				if zeros {
+					plain = bufpool.Get(int(j.chunk.Length))[:j.chunk.Length]
+					clear(plain)
+				} else {
+					var err error
+					if plain, err = s.rebuild(id, j.chunk.Offset, true); err != nil {
+						j.job.err = fmt.Errorf("rebuild chunk at %d: %w", j.chunk.Offset, err)
+						return
+					}
+				}
+				if lossy {
+					o.lossy.Apply(plain, plain)
+				}
+				for _, p := range patched {
+					applyPatch(plain, j.chunk.Offset, p)
 				}
 				j.job.plain = plain
 				s.runJob(&j.job)
@@ -188,11 +245,18 @@ func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, erro
 	if firstErr == nil {
 		firstErr = err
 	}
+	if firstErr == nil && !transformed && len(o.patches) == 0 && crc != rc.old.Checksum {
+		firstErr = fmt.Errorf("%w: re-coded bytes hash to %08x, the version to %08x", ErrChecksum, crc, rc.old.Checksum)
+	}
 	if firstErr != nil {
 		pack.Abort()
 		return nil, fmt.Errorf("re-code version %d: %w", id, firstErr)
 	}
 	v := rc.old
+	v.Checksum = crc
+	if transformed {
+		v.Fidelity = o.lossy.Name
+	}
 	v.Pack, v.PackBytes = exts, packBytes
 	v.Codec = pol.Codec.String()
 	v.DeltaChunks, v.UnchangedChunks = deltas, unchanged
@@ -203,6 +267,27 @@ func (s *Store) recode(id, ref meta.VersionID, measureOnly bool) (*recoded, erro
 	}
 	rc.v = v
 	return rc, nil
+}
+
+// patchesIn returns the patches that touch [off, off+n).
+func patchesIn(ps []bytePatch, off, n int64) []bytePatch {
+	var out []bytePatch
+	for _, p := range ps {
+		if p.off < off+n && p.off+int64(len(p.b)) > off {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// applyPatch sets the bytes of p that fall in plain, which starts at file
+// offset off.
+func applyPatch(plain []byte, off int64, p bytePatch) {
+	for i, b := range p.b {
+		if at := p.off + int64(i) - off; at >= 0 && at < int64(len(plain)) {
+			plain[at] = b
+		}
+	}
 }
 
 // dropRecoded gives back the pages of a re-coding that will not be swapped in.

@@ -217,7 +217,7 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 		if v.Ref == want {
 			continue
 		}
-		rc, err := s.recode(v.ID, want, false)
+		rc, err := s.recode(v.ID, want, recodeOptions{})
 		if err != nil {
 			return row, err
 		}
@@ -245,7 +245,7 @@ func (s *Store) codingSize(v meta.Version, ref meta.VersionID, rep *RepackReport
 	if v.Ref == ref {
 		return v.PackBytes, nil
 	}
-	rc, err := s.recode(v.ID, ref, true)
+	rc, err := s.recode(v.ID, ref, recodeOptions{measureOnly: true})
 	if err != nil {
 		return 0, fmt.Errorf("repack: measure %s: %w", v.Path, err)
 	}

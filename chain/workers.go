@@ -24,6 +24,10 @@ type chunkJob struct {
 	// takeRef: the reference will not be wanted again (progressive), so
 	// it leaves the reference tier when used.
 	takeRef bool
+	// refMap, if set, turns the reference's plain bytes into those the
+	// delta is taken against (a lossy re-code whose reference is re-coded
+	// lossy in the same transaction: chain/recode.go).
+	refMap func(dst, src []byte)
 
 	done      chan struct{}
 	enc       []byte
@@ -73,6 +77,11 @@ func (s *Store) runJob(j *chunkJob) {
 			logrus.WithError(err).Warnf("reference chunk %d@%d unreadable: storing a baseline", j.refVer, j.refOff)
 		case len(r) != len(j.plain):
 			logrus.Warnf("reference chunk %d@%d has %d bytes, want %d: storing a baseline", j.refVer, j.refOff, len(r), len(j.plain))
+		case j.refMap != nil:
+			mapped := bufpool.Get(len(r))[:len(r)]
+			j.refMap(mapped, r)
+			defer bufpool.Put(mapped)
+			ref = mapped
 		default:
 			ref = r
 		}

@@ -65,9 +65,31 @@ func TestVersionRecordV1(t *testing.T) {
 	if err := out.unmarshal(v1); err != nil || !reflect.DeepEqual(*v, out) {
 		t.Fatalf("v1 record: %v\n%+v\n%+v", err, *v, out)
 	}
-	bad := append([]byte{3}, b[1:]...)
+	bad := append([]byte{4}, b[1:]...)
 	if err := out.unmarshal(bad); !errors.Is(err, ErrCorruptRecord) {
-		t.Fatalf("record version 3: err = %v, want ErrCorruptRecord", err)
+		t.Fatalf("record version 4: err = %v, want ErrCorruptRecord", err)
+	}
+}
+
+// TestVersionRecordFidelity: a lossy version is written as record version
+// 3 with its fidelity; an exact one stays record version 2.
+func TestVersionRecordFidelity(t *testing.T) {
+	v := &Version{ID: 3, Ino: 9, Family: "ckpt-#.pt", Ref: 2, Depth: 1, Size: 12345, Pack: []Extent{{Start: 10, Len: 5}},
+		PackBytes: 20000, Live: true, Codec: "scaled", Format: "torch-zip", Path: "a/ckpt-3.pt", RefReason: RefRepack}
+	if b := v.marshal(); b[0] != 2 {
+		t.Fatalf("exact version written as record version %d, want 2", b[0])
+	}
+	v.Fidelity = "bf16"
+	b := v.marshal()
+	if b[0] != 3 {
+		t.Fatalf("lossy version written as record version %d, want 3", b[0])
+	}
+	var out Version
+	if err := out.unmarshal(b); err != nil || !reflect.DeepEqual(*v, out) {
+		t.Fatalf("v3 record: %v\n%+v\n%+v", err, *v, out)
+	}
+	if err := out.unmarshal(b[:len(b)-1]); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("truncated v3 record: err = %v, want ErrCorruptRecord", err)
 	}
 }
 

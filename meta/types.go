@@ -106,6 +106,12 @@ type Version struct {
 	LayoutTensors uint32 // tensors declared; 0: the layout is unknown
 	Fallback      bool   // ingested from a draft (staged, re-read) rather than streamed
 	RefReason     string // why Ref was chosen: RefSameFile, RefFamily, RefLayout; "" for a baseline
+
+	// Record version 3: the lossy scheme an archive tier applied to the
+	// version's tensors (encode.Lossy's name), "" for exact content. Only
+	// a lossy version is written as record version 3, so that stores
+	// without one keep the format older releases read.
+	Fidelity string
 }
 
 // Reasons a version's reference was chosen.
@@ -117,8 +123,12 @@ const (
 )
 
 // versionRecordVersion 2 appends Path, Layout, LayoutTensors, Fallback and
-// RefReason; version 1 records read with those empty.
-const versionRecordVersion = 2
+// RefReason; version 1 records read with those empty. Version 3 appends
+// Fidelity, and is written only for lossy versions.
+const (
+	versionRecordVersion      = 2
+	lossyVersionRecordVersion = 3
+)
 
 // PackPages is the number of device pages the version's pack occupies.
 func (v *Version) PackPages() int64 {
@@ -131,7 +141,11 @@ func (v *Version) PackPages() int64 {
 
 func (v *Version) marshal() []byte {
 	w := recordWriter{b: make([]byte, 0, 96+16*len(v.Pack))}
-	w.u8(versionRecordVersion)
+	rv := uint8(versionRecordVersion)
+	if v.Fidelity != "" {
+		rv = lossyVersionRecordVersion
+	}
+	w.u8(rv)
 	w.uvarint(uint64(v.ID))
 	w.uvarint(uint64(v.Ino))
 	w.str(v.Family)
@@ -160,14 +174,17 @@ func (v *Version) marshal() []byte {
 	w.uvarint(uint64(v.LayoutTensors))
 	w.bool(v.Fallback)
 	w.str(v.RefReason)
+	if rv >= lossyVersionRecordVersion {
+		w.str(v.Fidelity)
+	}
 	return w.b
 }
 
 func (v *Version) unmarshal(b []byte) error {
 	r := recordReader{b: b}
 	rv := r.u8()
-	if r.err == nil && rv != 1 && rv != versionRecordVersion {
-		r.err = fmt.Errorf("%w: version record version %d, want 1 or %d", ErrCorruptRecord, rv, versionRecordVersion)
+	if r.err == nil && (rv < 1 || rv > lossyVersionRecordVersion) {
+		r.err = fmt.Errorf("%w: version record version %d, want 1 to %d", ErrCorruptRecord, rv, lossyVersionRecordVersion)
 	}
 	v.ID = VersionID(r.uvarint())
 	v.Ino = Ino(r.uvarint())
@@ -202,6 +219,9 @@ func (v *Version) unmarshal(b []byte) error {
 		v.LayoutTensors = uint32(r.uvarint())
 		v.Fallback = r.bool()
 		v.RefReason = r.str()
+	}
+	if rv >= lossyVersionRecordVersion {
+		v.Fidelity = r.str()
 	}
 	return r.err
 }
