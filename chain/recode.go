@@ -37,12 +37,12 @@ type recodeOptions struct {
 	// measureOnly writes nothing: the result's PackBytes is what the
 	// coding would store.
 	measureOnly bool
-	// lossy, if set, is applied to the version's float32 tensor chunks
-	// (an archive tier); refLossy applies it to the reference's chunks
-	// too, for a reference whose own lossy coding lands in the same
-	// transaction.
-	lossy    encode.Lossy
-	refLossy bool
+	// lossy is an archive tier's scheme: lossySelf applies it to the
+	// version's float32 tensor chunks, lossyRef to the reference's, for a
+	// reference whose own lossy coding lands in the same transaction.
+	lossy     encode.Lossy
+	lossySelf bool
+	lossyRef  bool
 	// patches set bytes after the transform: the CRC fields of a zip
 	// whose members' bytes the transform changed.
 	patches []bytePatch
@@ -186,7 +186,7 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 				break
 			}
 			j.job.dtype = encode.DType(sg.DType)
-			lossy := !o.lossy.IsZero() && sg.Tensor && encode.DType(sg.DType) == encode.Float32
+			lossy := o.lossySelf && sg.Tensor && encode.DType(sg.DType) == encode.Float32
 			transformed = transformed || lossy
 			if sg.Tensor {
 				j.job.codec = pol.Codec
@@ -199,7 +199,7 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 					if refLen := min(cb, rs.Offset+rs.Length-refOff); refLen == c.Length {
 						j.job.refVer, j.job.refOff = ref, refOff
 						j.chunk.RefOffset = refOff
-						if o.refLossy && encode.DType(sg.DType) == encode.Float32 {
+						if o.lossyRef && encode.DType(sg.DType) == encode.Float32 {
 							j.job.refMap = o.lossy.Apply
 						}
 					}
@@ -355,6 +355,15 @@ func (tx *txn) swapCoding(rc *recoded) error {
 		if err := tx.releaseVersion(cur.Ref, dependentClaim); err != nil {
 			return err
 		}
+	}
+	if nv.Checksum != cur.Checksum {
+		// New bytes (a lossy tier): what the caches hold of the version
+		// is stale.
+		s, id := tx.s, nv.ID
+		tx.mtx.OnCommit(func() {
+			s.cache.DropVersion(id)
+			s.refs.DropVersion(id)
+		})
 	}
 	return tx.settleChains()
 }

@@ -1,10 +1,13 @@
 package chain
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 
+	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
 )
@@ -27,7 +30,10 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 	if o.MaxDepth < 0 {
 		return nil, fmt.Errorf("repack: max depth %d must be at least 0", o.MaxDepth)
 	}
-	rep := &RepackReport{MaxDepth: o.MaxDepth, DryRun: o.DryRun}
+	rep := &RepackReport{MaxDepth: o.MaxDepth, DryRun: o.DryRun, Lossy: o.Lossy.Name, Bound: o.Lossy.Bound}
+	if o.ExactNewest < 0 || o.ExactEvery < 0 {
+		return nil, fmt.Errorf("repack: exact tier of the newest %d and every %d-th", o.ExactNewest, o.ExactEvery)
+	}
 	before, err := s.chainFigures()
 	if err != nil {
 		return nil, err
@@ -57,6 +63,14 @@ type RepackOptions struct {
 	MaxDepth int
 	// DryRun plans and measures, and writes nothing.
 	DryRun bool
+	// Lossy, if set, is an archive tier: the files outside the exact tier
+	// are re-coded with it, and marked (meta.Version.Fidelity). A file
+	// whose format cannot stay valid keeps exact.
+	Lossy encode.Lossy
+	// ExactNewest and ExactEvery say which files of each family stay
+	// exact under Lossy: the newest ExactNewest, and every ExactEvery-th in
+	// save order (0: none).
+	ExactNewest, ExactEvery int
 	// afterSwap, in tests, runs after each version is swapped in; an error
 	// stops the repack there, as a kill would.
 	afterSwap func(swapped int) error
@@ -64,8 +78,11 @@ type RepackOptions struct {
 
 // RepackReport is what Repack did, for `ckptfs repack`.
 type RepackReport struct {
-	MaxDepth int            `json:"max_depth"`
-	DryRun   bool           `json:"dry_run"`
+	MaxDepth int  `json:"max_depth"`
+	DryRun   bool `json:"dry_run"`
+	// Lossy and Bound: the tier's scheme and what it keeps ("" exact).
+	Lossy    string         `json:"lossy,omitempty"`
+	Bound    string         `json:"bound,omitempty"`
 	Families []RepackFamily `json:"families"`
 	// Stored bytes (encoded, every version kept) and the most chunks a read
 	// of any file decodes per chunk, before and after.
@@ -97,6 +114,11 @@ type RepackFamily struct {
 	// stores no less). Recoded: versions re-coded.
 	Kept    bool `json:"kept"`
 	Recoded int  `json:"recoded"`
+	// Under a tier: files lossy after the repack, those made lossy by it,
+	// and those left exact because their format cannot stay valid.
+	Lossy      int `json:"lossy_files"`
+	Tiered     int `json:"tiered_now"`
+	Untierable int `json:"left_exact_format"`
 }
 
 // chainFigures is the store's versions grouped for planning.
@@ -178,74 +200,335 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 		worstBefore = max(worstBefore, int(v.Depth))
 	}
 	row.WorstDecodesBefore = worstBefore + 1
-	whole := make([]int64, len(files))
-	delta := make([]int64, len(files))
+
+	// The tier: which files become lossy now, and the two sequences the
+	// plan chains separately, so that no exact file is ever coded against
+	// a lossy one.
+	plans := make([]filePlan, len(files))
+	var exactSeq, lossySeq []int
 	for i, v := range files {
-		size, err := s.codingSize(v, 0, rep)
+		plans[i].v = v
+		switch {
+		case v.Fidelity != "":
+			plans[i].lossy = true
+		case !o.Lossy.IsZero() && !o.keepsExact(i, len(files)):
+			ok, members, err := s.tierable(v)
+			if err != nil {
+				return row, err
+			}
+			if ok {
+				plans[i].lossy, plans[i].tiering, plans[i].zip = true, true, members
+				row.Tiered++
+			} else if v.TensorBytes > 0 {
+				row.Untierable++
+			}
+		}
+		if plans[i].lossy {
+			lossySeq = append(lossySeq, i)
+			row.Lossy++
+		} else {
+			exactSeq = append(exactSeq, i)
+		}
+	}
+	var planned int64
+	for _, seq := range [][]int{exactSeq, lossySeq} {
+		total, err := s.planSequence(plans, seq, o, rep)
 		if err != nil {
 			return row, err
 		}
-		whole[i] = size
-		delta[i] = noCoding
-		if i == 0 || v.TensorBytes == 0 || files[i-1].TensorBytes == 0 {
-			continue
-		}
-		if delta[i], err = s.codingSize(v, files[i-1].ID, rep); err != nil {
-			return row, err
-		}
+		planned += total
 	}
-	depths, planned := planChain(whole, delta, o.MaxDepth)
 	row.Planned = planned
-	for _, d := range depths {
-		row.WorstDecodesPlanned = max(row.WorstDecodesPlanned, d+1)
-		if d == 0 {
+	for _, p := range plans {
+		row.WorstDecodesPlanned = max(row.WorstDecodesPlanned, p.depth+1)
+		if p.depth == 0 {
 			row.Baselines++
 		}
 	}
-	if worstBefore <= o.MaxDepth && planned >= fam.stored {
+	if row.Tiered == 0 && worstBefore <= o.MaxDepth && planned >= fam.stored {
 		row.Kept = true
 		return row, nil
 	}
 	if o.DryRun {
 		return row, nil
 	}
-	for i, v := range files {
-		var want meta.VersionID
-		if depths[i] > 0 {
-			want = files[i-1].ID
-		}
-		if v.Ref == want {
-			continue
-		}
-		rc, err := s.recode(v.ID, want, recodeOptions{})
-		if err != nil {
+	if row.Tiered > 0 {
+		if err := s.rebaseOutsiders(plans, o, rep, row); err != nil {
 			return row, err
 		}
-		if err := s.update(func(tx *txn) error { return tx.swapCoding(rc) }); err != nil {
-			s.dropRecoded(rc)
-			return row, fmt.Errorf("repack %s: %w", v.Path, err)
+	}
+	// Exact files first, one transaction each: lossless, so safe in any
+	// order, and afterwards none of them is coded against a file about to
+	// turn lossy.
+	for _, i := range exactSeq {
+		p := plans[i]
+		if p.v.Ref == p.want {
+			continue
 		}
-		row.Recoded++
-		rep.Recoded++
-		rep.PackPagesWritten += rc.v.PackPages()
-		logrus.Debugf("repack: version %d (%s) re-coded against %d: %d -> %d bytes", v.ID, v.Path, want, rc.old.PackBytes, rc.v.PackBytes)
-		if o.afterSwap != nil {
-			if err := o.afterSwap(rep.Recoded); err != nil {
-				return row, err
-			}
+		if err := s.recodeAndSwap(p.v, p.want, recodeOptions{}, o, rep, row); err != nil {
+			return row, err
 		}
 	}
-	return row, nil
+	return row, s.applyLossy(plans, lossySeq, o, rep, row)
 }
 
-// codingSize is the encoded size of version v coded against ref (0: whole):
-// its pack size when it is coded so now, else measured. A delta that codes
-// no chunk against ref costs noCoding (it is a baseline, counted as one).
-func (s *Store) codingSize(v meta.Version, ref meta.VersionID, rep *RepackReport) (int64, error) {
-	if v.Ref == ref {
+// filePlan is one file's part in its family's plan.
+type filePlan struct {
+	v       meta.Version
+	lossy   bool        // in the lossy sequence (already lossy, or tiering)
+	tiering bool        // becomes lossy now
+	zip     []zipMember // its zip members, whose CRCs the tier rewrites
+	patches []bytePatch // those CRC fields, once measured
+	depth   int         // planned
+	want    meta.VersionID
+}
+
+// keepsExact reports whether file i of n stays in the exact tier: one of
+// the newest ExactNewest, or every ExactEvery-th.
+func (o RepackOptions) keepsExact(i, n int) bool {
+	return i >= n-o.ExactNewest || (o.ExactEvery > 0 && (i+1)%o.ExactEvery == 0)
+}
+
+// tierableFormats are the formats whose float32 tensors a tier can round
+// and leave a valid file of the same format: no checksum over the data, or
+// a zip's, which the tier rewrites. A format detected by heuristics
+// ("generic", "+generic") is not: its "tensors" are a guess. Nor is a DCP
+// file: several archives, whose directories are not all at its end.
+var tierableFormats = map[string]bool{"safetensors": true, "npy": true, "torch-zip": true, "npz": true,
+	"torch-legacy": true, "caffe": true}
+
+// tierable reports whether version v can be tiered, and a zip's members.
+func (s *Store) tierable(v meta.Version) (bool, []zipMember, error) {
+	if v.TensorBytes == 0 || !tierableFormats[v.Format] {
+		return false, nil, nil
+	}
+	if v.Format != "torch-zip" && v.Format != "npz" {
+		return true, nil, nil
+	}
+	r, err := s.OpenVersion(v.ID)
+	if err != nil {
+		return false, nil, err
+	}
+	members, err := zipMembers(func(p []byte, off int64) error {
+		_, err := r.ReadAt(p, off)
+		if err == io.EOF && off+int64(len(p)) <= r.Size() {
+			err = nil
+		}
+		return err
+	}, r.Size())
+	if errors.Is(err, errNotZip) {
+		logrus.Warnf("repack: %s keeps exact: its zip directory cannot be patched: %v", v.Path, err)
+		return false, nil, nil
+	}
+	return err == nil, members, err
+}
+
+// planSequence plans the files seq of plans (indices in save order) as one
+// chain sequence: each whole or a delta against the one before it in seq.
+func (s *Store) planSequence(plans []filePlan, seq []int, o RepackOptions, rep *RepackReport) (int64, error) {
+	whole := make([]int64, len(seq))
+	delta := make([]int64, len(seq))
+	for k, i := range seq {
+		p := &plans[i]
+		var zc *zipCRCs
+		opts := recodeOptions{lossy: o.Lossy, lossySelf: p.tiering}
+		if p.tiering && p.zip != nil {
+			zc = newZipCRCs(p.zip)
+			opts.observe = zc.observe
+		}
+		size, err := s.codingSize(p.v, 0, opts, rep)
+		if err != nil {
+			return 0, err
+		}
+		if zc != nil {
+			p.patches = zc.patches()
+		}
+		whole[k] = size
+		delta[k] = noCoding
+		if k == 0 || p.v.TensorBytes == 0 {
+			continue
+		}
+		prev := plans[seq[k-1]]
+		if prev.v.TensorBytes == 0 {
+			continue
+		}
+		opts = recodeOptions{lossy: o.Lossy, lossySelf: p.tiering, lossyRef: prev.tiering}
+		if delta[k], err = s.codingSize(p.v, prev.v.ID, opts, rep); err != nil {
+			return 0, err
+		}
+	}
+	depths, total := planChain(whole, delta, o.MaxDepth)
+	for k, i := range seq {
+		plans[i].depth = depths[k]
+		plans[i].want = 0
+		if depths[k] > 0 {
+			plans[i].want = plans[seq[k-1]].v.ID
+		}
+	}
+	return total, nil
+}
+
+// recodeAndSwap re-codes v against want and swaps it in, one transaction.
+func (s *Store) recodeAndSwap(v meta.Version, want meta.VersionID, opts recodeOptions, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
+	rc, err := s.recode(v.ID, want, opts)
+	if err != nil {
+		return err
+	}
+	if err := s.update(func(tx *txn) error { return tx.swapCoding(rc) }); err != nil {
+		s.dropRecoded(rc)
+		return fmt.Errorf("repack %s: %w", v.Path, err)
+	}
+	s.noteRecoded(rc, want, row, rep)
+	if o.afterSwap != nil {
+		return o.afterSwap(rep.Recoded)
+	}
+	return nil
+}
+
+func (s *Store) noteRecoded(rc *recoded, want meta.VersionID, row *RepackFamily, rep *RepackReport) {
+	row.Recoded++
+	rep.Recoded++
+	rep.PackPagesWritten += rc.v.PackPages()
+	logrus.Debugf("repack: version %d (%s) re-coded against %d (%s): %d -> %d bytes", rc.v.ID, rc.v.Path, want,
+		FidelityOf(&rc.v), rc.old.PackBytes, rc.v.PackBytes)
+}
+
+// rebaseOutsiders re-codes as baselines (losslessly) the versions outside
+// the family's plan that are coded against a file about to turn lossy:
+// another family's file, or a hidden version something outside the lossy
+// sequence still needs. Their bytes must not change under them.
+func (s *Store) rebaseOutsiders(plans []filePlan, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
+	tiering, planned := map[meta.VersionID]bool{}, map[meta.VersionID]bool{}
+	lossyFiles := map[meta.VersionID]bool{}
+	for _, p := range plans {
+		planned[p.v.ID] = true
+		if p.tiering {
+			tiering[p.v.ID] = true
+		}
+		if p.lossy {
+			lossyFiles[p.v.ID] = true
+		}
+	}
+	var outsiders []meta.Version
+	err := s.view(func(tx *txn) error {
+		all := map[meta.VersionID]*meta.Version{}
+		dependents := map[meta.VersionID][]meta.VersionID{}
+		err := tx.mtx.ForEachVersion(func(v *meta.Version) error {
+			all[v.ID] = v
+			if v.Ref != 0 {
+				dependents[v.Ref] = append(dependents[v.Ref], v.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for id, v := range all {
+			if !tiering[v.Ref] || planned[id] {
+				continue
+			}
+			// A hidden version that only lossy files of the plan need
+			// is freed when they are re-coded: no need to rebase it.
+			doomed := !v.Live
+			for _, d := range dependents[id] {
+				doomed = doomed && lossyFiles[d]
+			}
+			if !doomed {
+				outsiders = append(outsiders, *v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(outsiders, func(i, j int) bool { return outsiders[i].ID < outsiders[j].ID })
+	for _, v := range outsiders {
+		if err := s.recodeAndSwap(v, 0, recodeOptions{}, o, rep, row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyLossy re-codes the lossy sequence to its plan: the files that turn
+// lossy and every lossy file whose reference changes, all swapped in by
+// one transaction. A lossy file's new bytes differ from those its current
+// dependents were coded against, so the whole sequence changes at once: a
+// kill before the transaction leaves every file exact and as it was.
+func (s *Store) applyLossy(plans []filePlan, seq []int, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
+	var pending []*recoded
+	var wants []meta.VersionID
+	drop := func() {
+		for _, rc := range pending {
+			s.dropRecoded(rc)
+		}
+	}
+	for k, i := range seq {
+		p := plans[i]
+		if !p.tiering && p.v.Ref == p.want {
+			continue
+		}
+		opts := recodeOptions{patches: p.patches, lossy: o.Lossy, lossySelf: p.tiering,
+			lossyRef: p.want != 0 && plans[seq[k-1]].tiering}
+		rc, err := s.recode(p.v.ID, p.want, opts)
+		if err != nil {
+			drop()
+			return err
+		}
+		pending = append(pending, rc)
+		wants = append(wants, p.want)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	now := s.now().UnixNano()
+	err := s.update(func(tx *txn) error {
+		for _, rc := range pending {
+			if err := tx.swapCoding(rc); err != nil {
+				return err
+			}
+			if rc.v.Fidelity == rc.old.Fidelity {
+				continue
+			}
+			// The content changed: its inode's change time says so.
+			n, err := tx.mtx.Inode(rc.v.Ino)
+			if err != nil {
+				return err
+			}
+			n.Ctime = max(n.Ctime, now)
+			if err := tx.mtx.PutInode(n); err != nil {
+				return err
+			}
+			if err := tx.mtx.AddCounter("lossy_versions", 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		drop()
+		return fmt.Errorf("repack: tier %s: %w", row.Name, err)
+	}
+	for k, rc := range pending {
+		s.noteRecoded(rc, wants[k], row, rep)
+	}
+	if o.afterSwap != nil {
+		return o.afterSwap(rep.Recoded)
+	}
+	return nil
+}
+
+// codingSize is the encoded size of version v coded against ref (0: whole)
+// with opts: its pack size when it is coded so now, else measured. A delta
+// that codes no chunk against ref costs noCoding (it is a baseline, counted
+// as one).
+func (s *Store) codingSize(v meta.Version, ref meta.VersionID, opts recodeOptions, rep *RepackReport) (int64, error) {
+	if v.Ref == ref && !opts.lossySelf && !opts.lossyRef {
 		return v.PackBytes, nil
 	}
-	rc, err := s.recode(v.ID, ref, recodeOptions{measureOnly: true})
+	opts.measureOnly = true
+	rc, err := s.recode(v.ID, ref, opts)
 	if err != nil {
 		return 0, fmt.Errorf("repack: measure %s: %w", v.Path, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -242,8 +243,15 @@ func TestRepackStopsCleanly(t *testing.T) {
 	mustCheck(t, s, true)
 }
 
-// repackVictimEnv makes the test binary a repack to be killed.
-const repackVictimEnv = "CKPTFS_CHAIN_REPACK_VICTIM"
+// repackVictimEnv makes the test binary a repack to be killed;
+// repackVictimTierEnv makes the repack tier the files too.
+const (
+	repackVictimEnv     = "CKPTFS_CHAIN_REPACK_VICTIM"
+	repackVictimTierEnv = "CKPTFS_CHAIN_REPACK_VICTIM_TIER"
+)
+
+// victimTier is the tier the killed repacks apply.
+func victimTier() (encode.Lossy, int, int) { return encode.LossyBF16, 2, 4 }
 
 func repackVictim(dir string) {
 	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: deepChains()}, Device: nandsim.SmallConfig()})
@@ -252,10 +260,14 @@ func repackVictim(dir string) {
 		os.Exit(2)
 	}
 	fmt.Println("repacking")
-	_, err = ds.Store.Repack(RepackOptions{MaxDepth: 1, afterSwap: func(n int) error {
+	o := RepackOptions{MaxDepth: 1, afterSwap: func(n int) error {
 		fmt.Println("swapped", n)
 		return nil
-	}})
+	}}
+	if os.Getenv(repackVictimTierEnv) != "" {
+		o.Lossy, o.ExactNewest, o.ExactEvery = victimTier()
+	}
+	_, err = ds.Store.Repack(o)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -265,8 +277,9 @@ func repackVictim(dir string) {
 }
 
 // TestRepackKill kills repacks with SIGKILL at random moments: every file
-// reads back exactly after each, fsck finds nothing, and a repack run again
-// finishes the plan.
+// reads back exactly after each (or, in the trials that tier, exactly or
+// wholly rounded, as its mark says), fsck finds nothing, and a repack run
+// again finishes the plan.
 func TestRepackKill(t *testing.T) {
 	trials := 6
 	if os.Getenv("CKPTFS_FULL") != "" {
@@ -277,7 +290,20 @@ func TestRepackKill(t *testing.T) {
 	for trial := 0; trial < trials; trial++ {
 		dir := t.TempDir()
 		ds := openTestStore(t, dir, deepChains())
-		want := repackFixture(t, ds.Store, 14)
+		tiered := trial%2 == 1
+		var want, rounded map[string][]byte
+		if tiered {
+			want, rounded = tierFixture(t, ds.Store, 12)
+		} else {
+			want = repackFixture(t, ds.Store, 14)
+		}
+		check := func(s *Store) {
+			if tiered {
+				checkTier(t, s, want, rounded)
+			} else {
+				checkFiles(t, s, want)
+			}
+		}
 		if err := ds.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -285,6 +311,9 @@ func TestRepackKill(t *testing.T) {
 		for round := 0; round < 40 && !finished; round++ {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), repackVictimEnv+"="+dir)
+			if tiered {
+				cmd.Env = append(cmd.Env, repackVictimTierEnv+"=1")
+			}
 			out, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
@@ -325,7 +354,7 @@ func TestRepackKill(t *testing.T) {
 			}
 
 			ds := openTestStore(t, dir, deepChains())
-			checkFiles(t, ds.Store, want)
+			check(ds.Store)
 			mustCheck(t, ds.Store, true)
 			if err := ds.Close(); err != nil {
 				t.Fatal(err)
@@ -335,7 +364,14 @@ func TestRepackKill(t *testing.T) {
 			t.Fatalf("trial %d: repack killed 40 times never finished", trial)
 		}
 		ds = openTestStore(t, dir, deepChains())
-		rep, err := ds.Store.Repack(RepackOptions{MaxDepth: 1, DryRun: true})
+		o := RepackOptions{MaxDepth: 1, DryRun: true}
+		if tiered {
+			o.Lossy, o.ExactNewest, o.ExactEvery = victimTier()
+			if lossy := checkTier(t, ds.Store, want, rounded); len(lossy) != 2*(12-2-2) {
+				t.Errorf("trial %d: %d files lossy after the tier, want %d", trial, len(lossy), 2*(12-2-2))
+			}
+		}
+		rep, err := ds.Store.Repack(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,4 +389,169 @@ func TestRepackKill(t *testing.T) {
 	if midway == 0 {
 		t.Error("no kill landed in the middle of a repack: the test tested nothing")
 	}
+}
+
+// tierFixture writes npy and safetensors series for the tier tests and
+// returns each file's content and, for the files the tier may round, the
+// content it must round them to.
+func tierFixture(t testing.TB, s *Store, saves int) (exact, rounded map[string][]byte) {
+	t.Helper()
+	exact, rounded = map[string][]byte{}, map[string][]byte{}
+	series := ckpttest.TrainingSeries(21, 90_000, saves)
+	st := ckpttest.TrainingSeries(22, 70_000, saves)
+	round := func(v []float32) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = encode.RoundBF16(x)
+		}
+		return out
+	}
+	for i := 0; i < saves; i++ {
+		name := fmt.Sprintf("w-%02d.npy", i)
+		exact[name] = ckpttest.NpyFile(series[i])
+		rounded[name] = ckpttest.NpyFile(round(series[i]))
+		writeFile(t, s, name, exact[name], 1<<16)
+		sn := fmt.Sprintf("m-%02d.safetensors", i)
+		half := len(st[i]) / 2
+		exact[sn] = ckpttest.SafetensorsFile([]ckpttest.Tensor{{Name: "a.weight", Vals: st[i][:half]}, {Name: "b.weight", Vals: st[i][half:]}})
+		rounded[sn] = ckpttest.SafetensorsFile([]ckpttest.Tensor{{Name: "a.weight", Vals: round(st[i][:half])}, {Name: "b.weight", Vals: round(st[i][half:])}})
+		writeFile(t, s, sn, exact[sn], 1<<16)
+	}
+	return exact, rounded
+}
+
+// checkTier checks every file against the tier: exact content and
+// "exact" fidelity, or (for a file the tier may round) the rounded content
+// and "bf16". It returns the names found lossy. No exact version may be
+// coded against a lossy one.
+func checkTier(t testing.TB, s *Store, exact, rounded map[string][]byte) map[string]bool {
+	t.Helper()
+	lossy := map[string]bool{}
+	for name, b := range exact {
+		got := readFile(t, s, name)
+		n, err := s.Names().Lookup(meta.RootIno, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(n.Ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case bytes.Equal(got, b) && info.Fidelity == "exact":
+		case rounded[name] != nil && bytes.Equal(got, rounded[name]) && info.Fidelity == "bf16":
+			lossy[name] = true
+		default:
+			t.Fatalf("%s: %d bytes, fidelity %s: neither its exact nor its rounded content", name, len(got), info.Fidelity)
+		}
+	}
+	err := s.view(func(tx *txn) error {
+		return tx.mtx.ForEachVersion(func(v *meta.Version) error {
+			if v.Fidelity != "" || v.Ref == 0 {
+				return nil
+			}
+			ref, err := tx.mtx.Version(v.Ref)
+			if err != nil {
+				return err
+			}
+			if ref.Fidelity != "" {
+				t.Errorf("exact version %d (%s) is coded against lossy version %d (%s)", v.ID, v.Path, ref.ID, ref.Path)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lossy
+}
+
+func TestRepackTier(t *testing.T) {
+	ds := openTestStore(t, "", deepChains())
+	defer ds.Close()
+	s := ds.Store
+	const saves = 16
+	exact, rounded := tierFixture(t, s, saves)
+	tier := RepackOptions{MaxDepth: 2, Lossy: encode.LossyBF16, ExactNewest: 3, ExactEvery: 5}
+	dry := tier
+	dry.DryRun = true
+	if rep, err := s.Repack(dry); err != nil || rep.StoredAfter != rep.StoredBefore || rep.Recoded != 0 {
+		t.Fatalf("dry run: %v %+v", err, rep)
+	}
+	if lossy := checkTier(t, s, exact, rounded); len(lossy) != 0 {
+		t.Fatalf("a dry run tiered %v", lossy)
+	}
+	rep, err := s.Repack(tier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tier: stored %d -> %d bytes, worst decodes %d -> %d, %d re-coded", rep.StoredBefore, rep.StoredAfter,
+		rep.WorstDecodesBefore, rep.WorstDecodesAfter, rep.Recoded)
+	lossy := checkTier(t, s, exact, rounded)
+	for name := range exact {
+		var i int
+		fmt.Sscanf(name[2:4], "%d", &i)
+		if want := !tier.keepsExact(i, saves); lossy[name] != want {
+			t.Errorf("%s (file %d of %d): lossy %v, want %v", name, i, saves, lossy[name], want)
+		}
+	}
+	mustCheck(t, s, true)
+	if rep.StoredAfter >= rep.StoredBefore || rep.WorstDecodesAfter > 3 {
+		t.Errorf("tiered store: %d bytes after %d, reads of %d decodes", rep.StoredAfter, rep.StoredBefore, rep.WorstDecodesAfter)
+	}
+	for _, f := range rep.Families {
+		if f.Tiered != saves-5 || f.Lossy != saves-5 {
+			t.Errorf("family %s: %d tiered now, %d lossy, want %d", f.Name, f.Tiered, f.Lossy, saves-5)
+		}
+	}
+
+	// Again: nothing more to tier; a wider bound re-plans losslessly.
+	again, err := s.Repack(tier)
+	if err != nil || again.Recoded != 0 {
+		t.Fatalf("the same tier again re-coded %d versions (%v)", again.Recoded, err)
+	}
+	tier.MaxDepth = 6
+	if _, err := s.Repack(tier); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkTier(t, s, exact, rounded); len(got) != len(lossy) {
+		t.Fatalf("after a re-plan %d files lossy, before %d", len(got), len(lossy))
+	}
+	mustCheck(t, s, true)
+
+	// The store goes on: the next save codes against an exact file.
+	next := ckpttest.TrainingSeries(21, 90_000, saves+1)[saves]
+	name := fmt.Sprintf("w-%02d.npy", saves)
+	exact[name] = ckpttest.NpyFile(next)
+	writeFile(t, s, name, exact[name], 1<<16)
+	checkTier(t, s, exact, rounded)
+	mustCheck(t, s, true)
+}
+
+// TestRepackTierStopsCleanly stops a tiering repack after every swap: each
+// file reads back exact or wholly tiered, as its mark says, after each.
+func TestRepackTierStopsCleanly(t *testing.T) {
+	ds := openTestStore(t, "", deepChains())
+	defer ds.Close()
+	s := ds.Store
+	exact, rounded := tierFixture(t, s, 12)
+	stop := errors.New("stop")
+	for n := 1; ; n++ {
+		_, err := s.Repack(RepackOptions{MaxDepth: 1, Lossy: encode.LossyBF16, ExactNewest: 2, afterSwap: func(int) error { return stop }})
+		checkTier(t, s, exact, rounded)
+		mustCheck(t, s, false)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, stop) {
+			t.Fatal(err)
+		}
+		if n > 80 {
+			t.Fatal("repack never finished")
+		}
+	}
+	if lossy := checkTier(t, s, exact, rounded); len(lossy) != 2*10 {
+		t.Fatalf("%d files lossy, want 20", len(lossy))
+	}
+	mustCheck(t, s, true)
 }

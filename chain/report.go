@@ -32,6 +32,9 @@ type Summary struct {
 	StreamedFiles int64 `json:"streamed_files"`
 	FallbackFiles int64 `json:"fallback_files"`
 	Versions      int   `json:"versions_kept"` // live plus hidden bases
+	// LossyFiles counts the files an archive tier made lossy (`ckptfs
+	// repack --lossy`); 0 unless a user asked for one.
+	LossyFiles int `json:"lossy_files"`
 
 	// WrittenVolumeRatio: device host pages written or still dirty in the
 	// page cache ÷ the same of the shadow (docs/NANDSIM.md). EraseRatio:
@@ -113,6 +116,7 @@ type FileRow struct {
 	Ingest      string `json:"ingest"`     // "stream" or "fallback"
 	RefReason   string `json:"ref_reason"` // "same-file", "family", "layout"; "" for a baseline
 	RefPath     string `json:"ref_path"`   // the path the reference was saved under
+	Fidelity    string `json:"fidelity"`   // "exact", or the lossy scheme of an archive tier
 }
 
 // Figures gathers the store's part of its report. The ratios of written
@@ -150,7 +154,10 @@ func (s *Store) Figures() (*Summary, *Contents, error) {
 				r.LiveBytes += v.Size
 				c.FileRows = append(c.FileRows, FileRow{Path: paths[v.Ino], Size: v.Size, StoredBytes: v.PackBytes,
 					Version: uint64(v.ID), Reference: uint64(v.Ref), Depth: v.Depth, Codec: v.Codec, Format: v.Format, Family: v.Family,
-					Ingest: IngestMode(v), RefReason: v.RefReason})
+					Ingest: IngestMode(v), RefReason: v.RefReason, Fidelity: FidelityOf(v)})
+				if v.Fidelity != "" {
+					r.LossyFiles++
+				}
 			}
 			return nil
 		})

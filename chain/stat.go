@@ -20,6 +20,17 @@ type FileInfo struct {
 	RefPath     string        // the path Reference was saved under
 	Size        int64         // the content's size
 	Checksum    uint32        // CRC-32C of the content
+	// Fidelity is "exact", or the lossy scheme an archive tier applied
+	// (`ckptfs repack --lossy`; encode.Lossy).
+	Fidelity string
+}
+
+// FidelityOf is "exact", or the lossy scheme applied to v's tensors.
+func FidelityOf(v *meta.Version) string {
+	if v.Fidelity == "" {
+		return "exact"
+	}
+	return v.Fidelity
 }
 
 // IngestMode names how a version was ingested: streamed, as every save is
@@ -48,7 +59,7 @@ func (s *Store) Info(ino meta.Ino) (*FileInfo, error) {
 		}
 		info = &FileInfo{Version: v.ID, Reference: v.Ref, Depth: v.Depth, StoredBytes: v.PackBytes,
 			Codec: v.Codec, Family: v.Family, Format: v.Format, Pack: v.Pack, Ingest: IngestMode(v), RefReason: v.RefReason,
-			Size: v.Size, Checksum: v.Checksum}
+			Size: v.Size, Checksum: v.Checksum, Fidelity: FidelityOf(v)}
 		if ref, err := versionOrNil(tx, v.Ref); err == nil && ref != nil {
 			info.RefPath = ref.Path
 		}

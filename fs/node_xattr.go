@@ -31,7 +31,7 @@ const aclPrefix = "system.posix_acl_"
 // infoNames are the computed attributes' names after infoPrefix (the
 // Python package's file_info reads the same list: python/ckptfs).
 var infoNames = []string{"stored_bytes", "codec", "reference", "chain_depth", "version",
-	"family", "format", "ingest", "ref_reason", "ref_path", "pages"}
+	"family", "format", "ingest", "ref_reason", "ref_path", "pages", "fidelity"}
 
 // infoXattrs computes the user.ckptfs.* attributes of a regular file.
 func (n *Node) infoXattrs() map[string]string {
@@ -56,6 +56,7 @@ func (n *Node) infoXattrs() map[string]string {
 		infoPrefix + "ingest":       info.Ingest,
 		infoPrefix + "ref_reason":   info.RefReason,
 		infoPrefix + "ref_path":     info.RefPath,
+		infoPrefix + "fidelity":     info.Fidelity,
 	}
 }
 

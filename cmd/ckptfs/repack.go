@@ -13,6 +13,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/remote"
+	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -36,10 +37,11 @@ type repackOutput struct {
 
 func newRepackCommand() *cobra.Command {
 	var store string
-	var maxDepth int
+	var maxDepth, exactNewest, exactEvery int
+	var lossy string
 	var dryRun, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "repack --store DIR [--max-depth K] [--dry-run]",
+		Use:   "repack --store DIR [--max-depth K] [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
 		Short: "Re-plan a finished run: fewest stored bytes with reads bounded to K+1 decodes",
 		Long: `repack re-plans the chains of an unmounted store. For each family (a
 checkpoint series) it chooses which files are stored whole and which as deltas
@@ -51,7 +53,15 @@ each, oldest first: a kill at any moment loses nothing, and running repack
 again finishes the plan. Versions kept only as references (of files rewritten
 in place) are freed when no file needs them. Every file reads back
 byte-identical. The re-coding's writes are charged to the simulated SSD like
-any save's, and the summary says how many saves of the run they cost.`,
+any save's, and the summary says how many saves of the run they cost.
+
+--lossy bf16 is an archive tier, and the only way anything in ckptfs becomes
+lossy: in each family, every file but the newest --exact-newest (3) and every
+--exact-every-th (none by default) has its float32 tensors rounded to the
+nearest bfloat16 and kept as float32, in the same file format (a torch.save
+zip's CRCs are rewritten), so torch.load and safetensors read it unchanged.
+Exact files are never coded against lossy ones. A tiered file says so:
+user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if store == "" {
@@ -71,13 +81,21 @@ any save's, and the summary says how many saves of the run they cost.`,
 			if !cmd.Flags().Changed("max-depth") {
 				maxDepth = ds.Store.Policy().MaxDepth
 			}
+			opts := chain.RepackOptions{MaxDepth: maxDepth, DryRun: dryRun, ExactNewest: exactNewest, ExactEvery: exactEvery}
+			if lossy != "" {
+				if opts.Lossy, err = encode.LossyByName(lossy); err != nil {
+					return fmt.Errorf("--lossy: %w", err)
+				}
+			} else if cmd.Flags().Changed("exact-newest") || cmd.Flags().Changed("exact-every") {
+				return errors.New("--exact-newest and --exact-every choose the exact tier of --lossy: give --lossy too")
+			}
 			var saves uint64
 			_ = ds.Medium.DB.View(func(tx *meta.Tx) error {
 				saves = tx.Counter("versions_committed")
 				return nil
 			})
 			before := ds.Medium.Dev.Stats()
-			rep, err := ds.Store.Repack(chain.RepackOptions{MaxDepth: maxDepth, DryRun: dryRun})
+			rep, err := ds.Store.Repack(opts)
 			if err != nil {
 				return err
 			}
@@ -107,6 +125,9 @@ any save's, and the summary says how many saves of the run they cost.`,
 	cmd.Flags().StringVar(&store, "store", "", "store directory to repack (not mounted)")
 	cmd.Flags().IntVar(&maxDepth, "max-depth", 0, "deltas allowed between any file and its baseline: a read decodes at most this plus one chunks per chunk (default: the store's policy)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan and print, write nothing")
+	cmd.Flags().StringVar(&lossy, "lossy", "", "archive tier: round the float32 tensors of files outside the exact tier (bf16); nothing is lossy without it")
+	cmd.Flags().IntVar(&exactNewest, "exact-newest", 3, "with --lossy: the newest files of each family that stay exact")
+	cmd.Flags().IntVar(&exactEvery, "exact-every", 0, "with --lossy: also keep every M-th file of each family exact (0: none)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
@@ -119,15 +140,26 @@ func printRepack(w io.Writer, store string, o *repackOutput) {
 	}
 	fmt.Fprintf(w, "%s %s: at most %d %s per chain (a read decodes at most %d %s per chunk)\n",
 		verb, store, r.MaxDepth, plural(r.MaxDepth, "delta", "deltas"), r.MaxDepth+1, plural(r.MaxDepth+1, "chunk", "chunks"))
+	if r.Lossy != "" {
+		fmt.Fprintf(w, "LOSSY tier %s: %s\n", r.Lossy, r.Bound)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "family\tfiles\tstored before\tstored planned\tdecodes before\tdecodes planned\tbaselines\tre-coded\t")
+	lossyCols := ""
+	if r.Lossy != "" {
+		lossyCols = "lossy\ttiered now\tleft exact (format)\t"
+	}
+	fmt.Fprintln(tw, "family\tfiles\tstored before\tstored planned\tdecodes before\tdecodes planned\tbaselines\tre-coded\t"+lossyCols)
 	for _, f := range sortedNaturally(r.Families, func(f chain.RepackFamily) string { return f.Name }) {
 		planned := thousands(f.Planned)
 		if f.Kept {
 			planned = "kept"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t\n", f.Name, f.Files, thousands(f.StoredBefore), planned,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t", f.Name, f.Files, thousands(f.StoredBefore), planned,
 			f.WorstDecodesBefore, f.WorstDecodesPlanned, f.Baselines, f.Recoded)
+		if r.Lossy != "" {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t", f.Lossy, f.Tiered, f.Untierable)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	if r.DryRun {

@@ -81,6 +81,9 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 	fmt.Fprintf(out, "\nlogical bytes %s (saved), stored bytes %s (kept), live files %d (%s), versions kept %d, useful storage %s pages\n",
 		thousands(r.LogicalBytes), thousands(r.StoredBytes), r.Files, thousands(r.LiveBytes), r.Versions, thousands(r.UsefulStoragePages))
 	fmt.Fprintf(out, "saves streamed %d, through the fallback (staged, encoded at close) %d\n", r.StreamedFiles, r.FallbackFiles)
+	if r.LossyFiles > 0 {
+		fmt.Fprintf(out, "LOSSY: %d files hold tensors an archive tier rounded (ckptfs repack --lossy); --files names them, each file's user.ckptfs.fidelity says so\n", r.LossyFiles)
+	}
 	if rt := r.Runtime; rt != nil {
 		fmt.Fprintf(out, "daemon: %.1f CPU-seconds, %.1f%% of it in the Go runtime's memory management; chunks decoded from the device %d, served from the reference tier %d\n",
 			rt.CPUSeconds, 100*rt.GCShare, r.ChunksRebuilt, r.TierHits)
@@ -98,14 +101,14 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 	if files && len(r.FileRows) > 0 {
 		fmt.Fprintln(out)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "FILE\tSIZE\tSTORED\tDEPTH\tCODEC\tFORMAT\tINGEST\tREFERENCE (WHY)")
+		fmt.Fprintln(tw, "FILE\tSIZE\tSTORED\tDEPTH\tCODEC\tFORMAT\tFIDELITY\tINGEST\tREFERENCE (WHY)")
 		for _, f := range sortedNaturally(r.FileRows, func(f chain.FileRow) string { return f.Path }) {
 			ref := "-"
 			if f.Reference != 0 {
 				ref = fmt.Sprintf("%s (%s)", orUnknown(f.RefPath), f.RefReason)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", f.Path, thousands(f.Size), thousands(f.StoredBytes), f.Depth,
-				f.Codec, f.Format, f.Ingest, ref)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", f.Path, thousands(f.Size), thousands(f.StoredBytes), f.Depth,
+				f.Codec, f.Format, f.Fidelity, f.Ingest, ref)
 		}
 		tw.Flush()
 	}

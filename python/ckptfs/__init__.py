@@ -63,6 +63,7 @@ _INFO_NAMES = (
     "ref_reason",
     "ref_path",
     "pages",
+    "fidelity",
 )
 # The attributes that are numbers; the others are strings.
 _INFO_INTS = ("stored_bytes", "reference", "chain_depth", "version")
@@ -229,7 +230,8 @@ def mount_root(path: PathLike) -> Optional[str]:
 def file_info(path: PathLike) -> Dict[str, Union[int, str]]:
     """How a file on a ckptfs mount is stored: its user.ckptfs.* attributes
     without the prefix (stored_bytes, codec, reference, chain_depth, version,
-    family, format, ingest, ref_reason, ref_path, pages), the numbers as int.
+    family, format, ingest, ref_reason, ref_path, pages, fidelity: "exact", or
+    the lossy scheme an archive tier applied), the numbers as int.
     Waits for the file's commit if it was just written."""
     p = os.fspath(path)
     st = os.stat(p)
