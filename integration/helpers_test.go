@@ -214,6 +214,7 @@ func run(t testing.TB, args ...string) string {
 type report struct {
 	LogicalBytes       int64    `json:"logical_bytes"`
 	StoredBytes        int64    `json:"stored_bytes"`
+	LossyFiles         int      `json:"lossy_files"`
 	WrittenVolumeRatio float64  `json:"written_volume_ratio"`
 	EraseRatio         *float64 `json:"erase_ratio"`
 	Device             struct {

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Write and check checkpoint series for ckptfs's archive tier test.
+
+  tier_check.py write DIR N   N torch.save (.pt) and safetensors files of a
+                              drifting model into DIR, and DIR/expect.pt with
+                              the exact tensors of each
+  tier_check.py check DIR     every file loads with torch.load or safe_open;
+                              each tensor equals its exact value or its
+                              bfloat16 rounding, one or the other for a whole
+                              file, as user.ckptfs.fidelity says; every zip
+                              passes zipfile's CRC check. Prints the lossy
+                              files, one per line.
+"""
+import os
+import sys
+import zipfile
+
+import torch
+from safetensors.torch import load_file, save_file
+
+
+def write(d, n):
+    torch.manual_seed(5)
+    w = {"layer.%d.weight" % i: torch.randn(300, 257) * 0.05 for i in range(4)}
+    w["layer.0.bias"] = torch.randn(257)
+    expect = {}
+    for i in range(n):
+        for k in w:
+            w[k] += torch.randn_like(w[k]) * 1e-4
+        state = {"model": {k: v.clone() for k, v in w.items()}, "step": i,
+                 "optimizer": {"exp_avg": w["layer.1.weight"] * 0.1, "lr": 1e-3}}
+        torch.save(state, os.path.join(d, "ckpt-%02d.pt" % i))
+        save_file({k: v.contiguous() for k, v in w.items()}, os.path.join(d, "model-%02d.safetensors" % i))
+        expect[i] = {k: v.clone() for k, v in w.items()}
+    torch.save(expect, os.path.join(d, "..", "expect.pt"))
+
+
+def same(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def bf16(t):
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def check(d):
+    expect = torch.load(os.path.join(d, "..", "expect.pt"))
+    lossy = []
+    for name in sorted(os.listdir(d)):
+        p = os.path.join(d, name)
+        i = int(name.split("-")[1].split(".")[0])
+        want = expect[i]
+        if name.endswith(".pt"):
+            with zipfile.ZipFile(p) as z:
+                bad = z.testzip()
+                if bad is not None:
+                    sys.exit("%s: zip member %s fails its CRC" % (name, bad))
+            got = torch.load(p)
+            tensors = dict(got["model"])
+            tensors["optimizer.exp_avg"] = got["optimizer"]["exp_avg"]
+            want = dict(want)
+            want["optimizer.exp_avg"] = want["layer.1.weight"] * 0.1
+            if got["step"] != i or got["optimizer"]["lr"] != 1e-3:
+                sys.exit("%s: non-tensor values changed" % name)
+        else:
+            tensors = load_file(p)
+        fidelity = os.getxattr(p, "user.ckptfs.fidelity").decode()
+        exact = all(same(tensors[k], want[k]) for k in want)
+        rounded = all(same(tensors[k], bf16(want[k])) for k in want)
+        if fidelity == "exact" and not exact:
+            sys.exit("%s: marked exact, tensors differ" % name)
+        if fidelity == "bf16" and not rounded:
+            sys.exit("%s: marked bf16, tensors are not the bfloat16 rounding" % name)
+        if fidelity not in ("exact", "bf16"):
+            sys.exit("%s: fidelity %r" % (name, fidelity))
+        if fidelity == "bf16":
+            lossy.append(name)
+    print("\n".join(lossy))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "write":
+        write(sys.argv[2], int(sys.argv[3]))
+    else:
+        check(sys.argv[2])

@@ -1,0 +1,69 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestRepackTierTorch saves torch.save and safetensors series into a
+// mount, tiers the unmounted store (`ckptfs repack --lossy bf16`), and
+// checks through a new mount with torch and safetensors themselves: every
+// file loads, each tensor is its exact value or its bfloat16 rounding as
+// user.ckptfs.fidelity says, every torch zip passes zipfile's CRC check,
+// exactly the files outside the exact tier are lossy, fsck --deep is clean
+// and the daemon logs no error.
+func TestRepackTierTorch(t *testing.T) {
+	py := venvPython(t) // torch 2.x and safetensors
+	m := newMount(t)
+	run := m.path("run")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(py, "py/tier_check.py", "write", run, "8").CombinedOutput(); err != nil {
+		t.Fatalf("write: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(py, "py/tier_check.py", "check", run).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("before the tier: %v\n%s", err, out)
+	}
+	m.stop()
+	out, err := exec.Command(ckptfsBin, "repack", "--store", m.store, "--lossy", "bf16", "--exact-newest", "2",
+		"--exact-every", "3", "--max-depth", "2", "--json").Output()
+	if err != nil {
+		t.Fatalf("repack: %v\n%s", err, out)
+	}
+	var rep struct {
+		Lossy        string `json:"lossy"`
+		StoredBefore int64  `json:"stored_bytes_before"`
+		StoredAfter  int64  `json:"stored_bytes_after"`
+		Worst        int    `json:"worst_decodes_after"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tier: stored %d -> %d bytes, worst decodes %d", rep.StoredBefore, rep.StoredAfter, rep.Worst)
+	if rep.Lossy != "bf16" || rep.StoredAfter >= rep.StoredBefore || rep.Worst > 3 {
+		t.Errorf("repack report: %s", out)
+	}
+	if out, err := exec.Command(ckptfsBin, "fsck", "--deep", "--store", m.store).CombinedOutput(); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
+	}
+	m.start()
+	out, err = exec.Command(py, "py/tier_check.py", "check", run).CombinedOutput()
+	if err != nil {
+		t.Fatalf("after the tier: %v\n%s", err, out)
+	}
+	lossy := strings.Fields(string(out))
+	// Of 8 saves, the newest 2 and every 3rd (the 3rd and 6th) stay exact.
+	want := []string{"ckpt-00.pt", "ckpt-01.pt", "ckpt-03.pt", "ckpt-04.pt",
+		"model-00.safetensors", "model-01.safetensors", "model-03.safetensors", "model-04.safetensors"}
+	if !slices.Equal(lossy, want) {
+		t.Errorf("lossy files %v, want %v", lossy, want)
+	}
+	if r := m.stats(); r.LossyFiles != len(want) {
+		t.Errorf("stats: lossy_files %d, want %d", r.LossyFiles, len(want))
+	}
+}
