@@ -166,3 +166,31 @@ func TestRepackRefusesReplicatedStore(t *testing.T) {
 		t.Fatalf("repack of a replicated store: %v\n%s", err, out)
 	}
 }
+
+func TestRepackTierFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	want := trainedStore(t, dir, 6)
+	if out, err := runCkptfs(t, "repack", "--store", dir, "--exact-newest", "2"); err == nil || !strings.Contains(err.Error(), "give --lossy") {
+		t.Errorf("--exact-newest without --lossy: %v\n%s", err, out)
+	}
+	if out, err := runCkptfs(t, "repack", "--store", dir, "--lossy", "q3"); err == nil || !strings.Contains(err.Error(), "unknown lossy scheme") {
+		t.Errorf("--lossy q3: %v\n%s", err, out)
+	}
+	readStoreFiles(t, dir, want) // nothing changed
+	out, err := runCkptfs(t, "repack", "--store", dir, "--lossy", "bf16", "--exact-newest", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, s := range []string{"LOSSY tier bf16: float32 values rounded to the nearest bfloat16", "tiered now"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	out, err = runCkptfs(t, "stats", "--store", dir, "--files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "LOSSY: 4 files") || strings.Count(out, " bf16 ") != 4 {
+		t.Errorf("stats after a tier of 4 files:\n%s", out)
+	}
+}
