@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"sort"
 
 	"github.com/ckptfs/ckptfs/encode"
@@ -31,6 +32,11 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 		return nil, fmt.Errorf("repack: max depth %d must be at least 0", o.MaxDepth)
 	}
 	rep := &RepackReport{MaxDepth: o.MaxDepth, DryRun: o.DryRun, Lossy: o.Lossy.Name, Bound: o.Lossy.Bound}
+	for _, p := range o.Families {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("repack: family pattern %q: %w", p, err)
+		}
+	}
 	if o.ExactNewest < 0 || o.ExactEvery < 0 {
 		return nil, fmt.Errorf("repack: exact tier of the newest %d and every %d-th", o.ExactNewest, o.ExactEvery)
 	}
@@ -40,6 +46,9 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 	}
 	rep.StoredBefore, rep.WorstDecodesBefore, rep.VersionsBefore = before.stored, before.worst, before.versions
 	for _, fam := range before.families() {
+		if !o.selects(fam) {
+			continue
+		}
 		row, err := s.repackFamily(fam, before.byFamily[fam], o, rep)
 		if row != nil {
 			rep.Families = append(rep.Families, *row)
@@ -63,6 +72,10 @@ type RepackOptions struct {
 	MaxDepth int
 	// DryRun plans and measures, and writes nothing.
 	DryRun bool
+	// Families, if set, limits the repack to the families whose names
+	// match one of these patterns (path.Match, as `ckptfs stats` prints
+	// the names: run/checkpoint-#/model.safetensors).
+	Families []string
 	// Lossy, if set, is an archive tier: the files outside the exact tier
 	// are re-coded with it, and marked (meta.Version.Fidelity). A file
 	// whose format cannot stay valid keeps exact.
@@ -74,6 +87,19 @@ type RepackOptions struct {
 	// afterSwap, in tests, runs after each version is swapped in; an error
 	// stops the repack there, as a kill would.
 	afterSwap func(swapped int) error
+}
+
+// selects reports whether family name is one Repack works on.
+func (o RepackOptions) selects(name string) bool {
+	if len(o.Families) == 0 {
+		return true
+	}
+	for _, p := range o.Families {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // RepackReport is what Repack did, for `ckptfs repack`.

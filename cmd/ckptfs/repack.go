@@ -39,9 +39,10 @@ func newRepackCommand() *cobra.Command {
 	var store string
 	var maxDepth, exactNewest, exactEvery int
 	var lossy string
+	var families []string
 	var dryRun, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "repack --store DIR [--max-depth K] [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
+		Use:   "repack --store DIR [--max-depth K] [--family PATTERN]... [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
 		Short: "Re-plan a finished run: fewest stored bytes with reads bounded to K+1 decodes",
 		Long: `repack re-plans the chains of an unmounted store. For each family (a
 checkpoint series) it chooses which files are stored whole and which as deltas
@@ -81,7 +82,8 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 			if !cmd.Flags().Changed("max-depth") {
 				maxDepth = ds.Store.Policy().MaxDepth
 			}
-			opts := chain.RepackOptions{MaxDepth: maxDepth, DryRun: dryRun, ExactNewest: exactNewest, ExactEvery: exactEvery}
+			opts := chain.RepackOptions{MaxDepth: maxDepth, DryRun: dryRun, ExactNewest: exactNewest, ExactEvery: exactEvery,
+				Families: families}
 			if lossy != "" {
 				if opts.Lossy, err = encode.LossyByName(lossy); err != nil {
 					return fmt.Errorf("--lossy: %w", err)
@@ -125,6 +127,7 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 	cmd.Flags().StringVar(&store, "store", "", "store directory to repack (not mounted)")
 	cmd.Flags().IntVar(&maxDepth, "max-depth", 0, "deltas allowed between any file and its baseline: a read decodes at most this plus one chunks per chunk (default: the store's policy)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan and print, write nothing")
+	cmd.Flags().StringArrayVar(&families, "family", nil, "only the families whose names match this pattern (as ckptfs stats prints them, e.g. 'run/checkpoint-#/*'); repeatable")
 	cmd.Flags().StringVar(&lossy, "lossy", "", "archive tier: round the float32 tensors of files outside the exact tier (bf16); nothing is lossy without it")
 	cmd.Flags().IntVar(&exactNewest, "exact-newest", 3, "with --lossy: the newest files of each family that stay exact")
 	cmd.Flags().IntVar(&exactEvery, "exact-every", 0, "with --lossy: also keep every M-th file of each family exact (0: none)")

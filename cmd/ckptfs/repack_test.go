@@ -194,3 +194,35 @@ func TestRepackTierFlags(t *testing.T) {
 		t.Errorf("stats after a tier of 4 files:\n%s", out)
 	}
 }
+
+// TestRepackFamilyFilter: --family limits the repack (and a tier) to the
+// families it names.
+func TestRepackFamilyFilter(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	trainedStore(t, dir, 6)
+	out, err := runCkptfs(t, "repack", "--store", dir, "--family", "other-#.npy", "--lossy", "bf16", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rep repackOutput
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Families) != 0 || rep.Recoded != 0 {
+		t.Fatalf("a pattern matching no family repacked: %s", out)
+	}
+	out, err = runCkptfs(t, "repack", "--store", dir, "--family", "ckpt-*", "--lossy", "bf16", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	rep = repackOutput{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Families) != 1 || rep.Families[0].Tiered != 3 {
+		t.Fatalf("--family ckpt-*: %s", out)
+	}
+	if _, err := runCkptfs(t, "repack", "--store", dir, "--family", "[", "--dry-run"); err == nil {
+		t.Fatal("a malformed pattern was accepted")
+	}
+}
