@@ -17,13 +17,7 @@ import (
 // with its checksum verified.
 func patchZip(t *testing.T, b []byte, chunk int) {
 	t.Helper()
-	readAt := func(p []byte, off int64) error {
-		if off < 0 || off+int64(len(p)) > int64(len(b)) {
-			return io.ErrUnexpectedEOF
-		}
-		copy(p, b[off:])
-		return nil
-	}
+	readAt := bytesReadAt(b)
 	members, err := zipMembers(readAt, int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +83,17 @@ func patchZip(t *testing.T, b []byte, chunk int) {
 	}
 }
 
+// bytesReadAt reads b for zipMembers.
+func bytesReadAt(b []byte) func(p []byte, off int64) error {
+	return func(p []byte, off int64) error {
+		if off < 0 || off+int64(len(p)) > int64(len(b)) {
+			return io.ErrUnexpectedEOF
+		}
+		copy(p, b[off:])
+		return nil
+	}
+}
+
 func TestZipCRCPatchGoWriter(t *testing.T) {
 	var buf bytes.Buffer
 	w := zip.NewWriter(&buf)
@@ -114,8 +119,7 @@ func TestZipCRCPatchTorch(t *testing.T) {
 
 func TestZipMembersRefusesNonZip(t *testing.T) {
 	b := randomBytes(rand.New(rand.NewSource(2)), 100000)
-	readAt := func(p []byte, off int64) error { copy(p, b[off:]); return nil }
-	if _, err := zipMembers(readAt, int64(len(b))); !errors.Is(err, errNotZip) {
+	if _, err := zipMembers(bytesReadAt(b), int64(len(b))); !errors.Is(err, errNotZip) {
 		t.Fatalf("random bytes: %v, want errNotZip", err)
 	}
 }
@@ -133,13 +137,7 @@ func FuzzZipMembers(f *testing.F) {
 	w.Close()
 	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		readAt := func(p []byte, off int64) error {
-			if off < 0 || off+int64(len(p)) > int64(len(b)) {
-				return io.ErrUnexpectedEOF
-			}
-			copy(p, b[off:])
-			return nil
-		}
+		readAt := bytesReadAt(b)
 		ms, err := zipMembers(readAt, int64(len(b)))
 		if err != nil {
 			return

@@ -27,10 +27,7 @@ It exits with status 1 if it finds problems.`,
 			if store == "" {
 				return errors.New("--store is required")
 			}
-			ds, err := openExistingStore(store)
-			if errors.Is(err, chain.ErrLocked) {
-				return fmt.Errorf("%w: it is mounted; unmount it first", err)
-			}
+			ds, err := openUnmountedStore(store, "unmount it first")
 			if err != nil {
 				return err
 			}

@@ -53,10 +53,7 @@ environment variables and config files; --endpoint names a non-AWS server.`,
 			if err := r.check(); err != nil {
 				return err
 			}
-			ds, err := openExistingStore(store)
-			if errors.Is(err, chain.ErrLocked) {
-				return fmt.Errorf("%w: it is mounted; mount it with --remote instead", err)
-			}
+			ds, err := openUnmountedStore(store, "mount it with --remote instead")
 			if err != nil {
 				return err
 			}

@@ -71,10 +71,7 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 			if _, err := os.Stat(filepath.Join(store, remote.StateFile)); err == nil && !dryRun {
 				return fmt.Errorf("store %s keeps a replica in an object store (%s): repack would re-code versions the bucket holds as they were; it does not support replicated stores yet", store, remote.StateFile)
 			}
-			ds, err := openExistingStore(store)
-			if errors.Is(err, chain.ErrLocked) {
-				return fmt.Errorf("%w: it is mounted; unmount it first", err)
-			}
+			ds, err := openUnmountedStore(store, "unmount it first")
 			if err != nil {
 				return err
 			}

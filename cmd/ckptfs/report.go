@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/replay"
 	"github.com/ckptfs/ckptfs/chain/storedir"
 )
@@ -107,10 +106,7 @@ bytes written.`,
 // loadStoreReport opens an unmounted store with the policy it was last used
 // with and takes its report.
 func loadStoreReport(dir string) (*reportData, error) {
-	ds, err := openExistingStore(dir)
-	if errors.Is(err, chain.ErrLocked) {
-		return nil, fmt.Errorf("%w: it is mounted; unmount it first", err)
-	}
+	ds, err := openUnmountedStore(dir, "unmount it first")
 	if err != nil {
 		return nil, err
 	}

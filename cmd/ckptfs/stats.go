@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ckptfs/ckptfs/chain"
 	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/chain/storedir"
 )
@@ -62,10 +61,7 @@ daemon) or --store for an unmounted store.`,
 				_ = json.Unmarshal(b, &extra)
 				rs = extra.Remote
 			case store != "":
-				ds, err := openExistingStore(store)
-				if errors.Is(err, chain.ErrLocked) {
-					return fmt.Errorf("%w: it is mounted; run ckptfs stats MOUNTPOINT", err)
-				}
+				ds, err := openUnmountedStore(store, "run ckptfs stats MOUNTPOINT")
 				if err != nil {
 					return err
 				}

@@ -228,6 +228,16 @@ func requireStore(dir string) error {
 
 // openExistingStore opens a store that must already exist, with the policy
 // it was last mounted with: what stats, fsck and report read.
+// openUnmountedStore is openExistingStore for an offline command: a store
+// a daemon holds is refused with hint, what to do instead.
+func openUnmountedStore(dir, hint string) (*storedir.Dir, error) {
+	ds, err := openExistingStore(dir)
+	if errors.Is(err, chain.ErrLocked) {
+		return nil, fmt.Errorf("%w: it is mounted; %s", err, hint)
+	}
+	return ds, err
+}
+
 func openExistingStore(dir string) (*storedir.Dir, error) {
 	if err := requireStore(dir); err != nil {
 		return nil, err

@@ -126,21 +126,6 @@ def roles(state):
     return out
 
 
-def resume_state(state, width, x, y, steps, seed):
-    model = train_series.build_model("mlp", width, 256, 10)
-    model.load_state_dict(state["model"])
-    opt = torch.optim.Adam(model.parameters())
-    opt.load_state_dict(state["optimizer"])
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        idx = torch.randint(0, x.shape[0], (64,), generator=g)
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
-        loss.backward()
-        opt.step()
-    return evaluate(model, x, y)
-
-
 def compare_tiered(a, x, y, paths):
     """The stored tier against the exact files (see --tiered)."""
     rows, worst = [], {}
@@ -183,9 +168,9 @@ def compare_tiered(a, x, y, paths):
         i = lossy_idx[len(lossy_idx) // 2]
         es = torch.load(paths[i], weights_only=False)
         ts = torch.load(os.path.join(a.tiered, os.path.basename(paths[i])), weights_only=False)
-        r_exact = resume_state(es, a.width, x, y, a.resume_steps, a.seed + 7)
-        r_tier = resume_state(ts, a.width, x, y, a.resume_steps, a.seed + 7)
-        r_other = resume_state(es, a.width, x, y, a.resume_steps, a.seed + 8)
+        r_exact = resume(es, a.width, x, y, a.resume_steps, False, a.seed + 7)
+        r_tier = resume(ts, a.width, x, y, a.resume_steps, False, a.seed + 7)
+        r_other = resume(es, a.width, x, y, a.resume_steps, False, a.seed + 8)
         print("resumed from %s (lossy as stored) for %d steps: exact %.4f / %.4f, stored %.4f / %.4f, exact on other batches %.4f / %.4f"
               % (os.path.basename(paths[i]), a.resume_steps, *r_exact, *r_tier, *r_other))
         out["resume"] = {"from": os.path.basename(paths[i]), "steps": a.resume_steps, "exact": r_exact,
