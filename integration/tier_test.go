@@ -29,6 +29,12 @@ func TestRepackTierTorch(t *testing.T) {
 	if out, err := exec.Command(py, "py/tier_check.py", "check", run).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Fatalf("before the tier: %v\n%s", err, out)
 	}
+	// A mounted store is refused: a file open or being read is never
+	// re-coded under its reader.
+	if out, err := exec.Command(ckptfsBin, "repack", "--store", m.store, "--lossy", "bf16").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "it is mounted") {
+		t.Fatalf("repack of a mounted store: %v\n%s", err, out)
+	}
 	m.stop()
 	out, err := exec.Command(ckptfsBin, "repack", "--store", m.store, "--lossy", "bf16", "--exact-newest", "2",
 		"--exact-every", "3", "--max-depth", "2", "--json").Output()
