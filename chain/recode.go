@@ -171,6 +171,11 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 			break
 		}
 		patched := patchesIn(o.patches, c.Offset, c.Length)
+		if c.Zeros() && len(patched) > 0 && c.Length > maxPatchedZeros {
+			// A zip's header inside a hole: no real archive has one.
+			firstErr = fmt.Errorf("a patch at %d falls in a hole of %d bytes", patched[0].off, c.Length)
+			break
+		}
 		if c.Zeros() && len(patched) == 0 {
 			// A run of zeros or a hole: stored as nothing, as before.
 			j := &recodeJob{chunk: c}
@@ -268,6 +273,10 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 	rc.v = v
 	return rc, nil
 }
+
+// maxPatchedZeros is the longest chunk of zeros recode materializes to
+// patch: a chunk of the layout, not a hole.
+const maxPatchedZeros = 4 << 20
 
 // patchesIn returns the patches that touch [off, off+n).
 func patchesIn(ps []bytePatch, off, n int64) []bytePatch {

@@ -3,11 +3,15 @@ package chain
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -554,4 +558,88 @@ func TestRepackTierStopsCleanly(t *testing.T) {
 		t.Fatalf("%d files lossy, want 20", len(lossy))
 	}
 	mustCheck(t, s, true)
+}
+
+// TestRepackGoldenStores repacks a copy of every golden store (each format
+// version: a torch series, an .npy, hard links, xattrs, a symlink, a
+// sparse file) at bounds 0 and 5: every file keeps its recorded hash, and
+// fsck --deep is clean. A bf16 tier over every file then leaves fsck clean
+// and the files without float32 tensors as they were.
+func TestRepackGoldenStores(t *testing.T) {
+	for _, name := range goldenStores {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			copyDir(t, filepath.Join("testdata", name), dir)
+			ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: policy.Default()}, StoredPolicy: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.Close()
+			hashes := goldenHashes(t, filepath.Join("testdata", name+".manifest"))
+			for _, k := range []int{0, 5} {
+				if _, err := ds.Repack(RepackOptions{MaxDepth: k}); err != nil {
+					t.Fatal(err)
+				}
+				for p, want := range hashes {
+					if got := fileHash(t, ds.Store, p); got != want {
+						t.Fatalf("max depth %d: %s: sha256 %s, want %s", k, p, got, want)
+					}
+				}
+				mustCheck(t, ds.Store, true)
+			}
+			rep, err := ds.Repack(RepackOptions{MaxDepth: 3, Lossy: encode.LossyBF16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tiered := 0
+			for _, f := range rep.Families {
+				tiered += f.Tiered
+			}
+			if tiered == 0 {
+				t.Error("a tier of every file rounded none")
+			}
+			for p, want := range hashes {
+				n := lookupPath(t, ds.Store, p)
+				info, err := ds.Info(n.Ino)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := fileHash(t, ds.Store, p); (got == want) != (info == nil || info.Fidelity == "exact") {
+					t.Errorf("%s: fidelity %v, content unchanged %v", p, info, got == want)
+				}
+			}
+			mustCheck(t, ds.Store, true)
+		})
+	}
+}
+
+// goldenHashes reads a golden manifest's file lines: path to sha256.
+func goldenHashes(t *testing.T, manifest string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] == "symlink" || f[0] == "xattr" || f[0] == "links" {
+			continue
+		}
+		out[strings.TrimPrefix(f[1], "./")] = f[0]
+	}
+	return out
+}
+
+func fileHash(t *testing.T, s *Store, p string) string {
+	t.Helper()
+	r, err := s.OpenVersion(lookupPath(t, s, p).Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(r, 0, r.Size())); err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
