@@ -196,7 +196,10 @@ func (n *Node) stageForWrite(of *openFile, trunc, appending, mapped bool) syscal
 		of.stage.committed = false
 	}
 	of.stage.noteReopened()
-	return toErrno(of.stage.markWriting(appending))
+	// A writer that may map the file can change its first bytes unseen
+	// (passthrough): the staging file never keeps a closed save for it,
+	// whatever its name said (secureClosed committed that save).
+	return toErrno(of.stage.markWriting(appending && !mapped))
 }
 
 // markWriting records that a writer changes sf (its name is its record:

@@ -122,8 +122,13 @@ func (c *closedContents) synced(ino uint64, content []byte) {
 //   - 740161 closes a file, opens it O_WRONLY|O_APPEND and fallocates a
 //     zeroed range inside it: the staging file stopped keeping the closed
 //     save as its first bytes without committing it, and a SIGKILL left
-//     the file empty (its content before that save).
-var killRegressions = []int64{710272, 720082, 740161}
+//     the file empty (its content before that save);
+//   - 770042 saves a file, opens and closes it O_APPEND, renames it, opens
+//     it O_RDWR|O_APPEND, appends and writes through a mapping
+//     (passthrough): the open committed the closed save but left the
+//     staging file claiming its first bytes as that save, and a SIGKILL
+//     brought back the mapping's bytes that no one closed or synced.
+var killRegressions = []int64{710272, 720082, 740161, 770042}
 
 // TestRandomOpsKill kills the daemon with SIGKILL at random steps of a
 // random-operation sequence, mounts the store again, and checks every
