@@ -321,6 +321,18 @@ func (tx *txn) swapCoding(rc *recoded) error {
 	}
 	nv := rc.v
 	nv.Live, nv.Dependents = cur.Live, cur.Dependents
+	// The new reference must not be built on this version (versions of
+	// concurrent saves may reference one with a higher number).
+	for id, hops := nv.Ref, 0; id != 0; hops++ {
+		if id == nv.ID || hops > maxChain {
+			return fmt.Errorf("version %d: coding it against %d would make a cycle", nv.ID, nv.Ref)
+		}
+		v, err := tx.mtx.Version(id)
+		if err != nil {
+			return err
+		}
+		id = v.Ref
+	}
 	if nv.Ref != 0 {
 		ref, err := tx.mtx.Version(nv.Ref)
 		if err != nil {

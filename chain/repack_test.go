@@ -643,3 +643,29 @@ func fileHash(t *testing.T, s *Store, p string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// TestSwapCodingRefusesCycle: a version is never coded against one built
+// on it.
+func TestSwapCodingRefusesCycle(t *testing.T) {
+	ds := openTestStore(t, "", deepChains())
+	defer ds.Close()
+	s := ds.Store
+	series := ckpttest.TrainingSeries(3, 70_000, 2)
+	writeFile(t, s, "a-0.npy", ckpttest.NpyFile(series[0]), 1<<16)
+	writeFile(t, s, "a-1.npy", ckpttest.NpyFile(series[1]), 1<<16)
+	first := lookupPath(t, s, "a-0.npy").Version
+	second := lookupPath(t, s, "a-1.npy").Version
+	rc, err := s.recode(first, second, recodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.v.Ref != second {
+		t.Fatalf("re-coded against %d, want %d", rc.v.Ref, second)
+	}
+	err = s.update(func(tx *txn) error { return tx.swapCoding(rc) })
+	if err == nil || !strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("swap into a cycle: %v", err)
+	}
+	s.dropRecoded(rc)
+	mustCheck(t, s, true)
+}
