@@ -243,6 +243,36 @@ func (m *testMount) survivesCrash(ino chain.Ino, save []byte) bool {
 	if _, data := m.committedContent(ino); bytes.Equal(data, save) {
 		return true
 	}
+	for _, data := range m.stagedSaves(ino) {
+		if bytes.Equal(data, save) {
+			return true
+		}
+	}
+	return false
+}
+
+// recoveryKeeps is what the store's next open would make inode ino's
+// content after a crash now: a staging file's closed save is ingested over
+// the committed content.
+func (m *testMount) recoveryKeeps(ino chain.Ino) []byte {
+	m.t.Helper()
+	saves := m.stagedSaves(ino)
+	switch len(saves) {
+	case 0:
+		_, data := m.committedContent(ino)
+		return data
+	case 1:
+		return saves[0]
+	}
+	m.t.Fatalf("%d staging files hold closed saves of inode %d", len(saves), ino)
+	return nil
+}
+
+// stagedSaves are the closed saves inode ino's staging files hold: a
+// closed file whole, one being appended to its first Keep bytes.
+func (m *testMount) stagedSaves(ino chain.Ino) [][]byte {
+	m.t.Helper()
+	var saves [][]byte
 	for _, e := range m.stagingEntries(ino) {
 		if e.State != staging.Closed && e.State != staging.Appending {
 			continue
@@ -254,11 +284,9 @@ func (m *testMount) survivesCrash(ino chain.Ino, save []byte) bool {
 		if e.State == staging.Appending && int64(len(data)) >= e.Keep {
 			data = data[:e.Keep]
 		}
-		if bytes.Equal(data, save) {
-			return true
-		}
+		saves = append(saves, data)
 	}
-	return false
+	return saves
 }
 
 // closeMapped writes save into name (O_TRUNC) and closes it, its release
@@ -397,35 +425,6 @@ func TestAppendingWriterKeepsClosedSave(t *testing.T) {
 			})
 		}
 	}
-}
-
-// recoveryKeeps is what the store's next open would make inode ino's
-// content after a crash now: a staging file holding a closed save (its
-// first Keep bytes for one being appended to) is ingested over the
-// committed content.
-func (m *testMount) recoveryKeeps(ino chain.Ino) []byte {
-	m.t.Helper()
-	var kept []byte
-	for _, e := range m.stagingEntries(ino) {
-		if e.State != staging.Closed && e.State != staging.Appending {
-			continue
-		}
-		data, err := os.ReadFile(e.Path)
-		if err != nil {
-			m.t.Fatal(err)
-		}
-		if e.State == staging.Appending && int64(len(data)) >= e.Keep {
-			data = data[:e.Keep]
-		}
-		if kept != nil {
-			m.t.Fatalf("two staging files hold closed saves of inode %d", ino)
-		}
-		kept = data
-	}
-	if kept == nil {
-		_, kept = m.committedContent(ino)
-	}
-	return kept
 }
 
 // TestMappedAppenderCommitsClosedSave: a closed save whose commit is still
