@@ -18,7 +18,8 @@ import (
 // it left closed in their staging files, under the names the files have
 // now, keeps the previous content of a file whose save was still open (of
 // a closed save a writer was appending to, that save), and drops staging
-// files of inodes gone since; fsck --deep finds it clean.
+// files of inodes gone since, and copies kept as backing files (done);
+// fsck --deep finds it clean.
 func TestRecoverStaged(t *testing.T) {
 	dir := t.TempDir()
 	ds := openTestStore(t, dir, policy.Default())
@@ -49,6 +50,7 @@ func TestRecoverStaged(t *testing.T) {
 	stage(closedIno, saved, staging.Closed)
 	stage(openIno.Ino, ckpttest.NpyFile(series[2]), staging.Open)
 	stage(goneIno, saved, staging.Closed)
+	stage(openIno.Ino, old, staging.Done) // a read copy, or a save's staging file after its commit
 	logSaved := []byte("step 0\nstep 1\n")
 	appending, err := ds.Staging.Create(uint64(logIno))
 	if err != nil {

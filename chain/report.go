@@ -73,6 +73,11 @@ type Summary struct {
 	// CommitsFailed the failed commits of closed files since the mount.
 	SavesRetrying int64 `json:"saves_retrying,omitempty"`
 	CommitsFailed int64 `json:"commits_failed,omitempty"`
+	// ReadCopies counts a mount's read copies since it started, and
+	// ReadCopyBytes their bytes: committed files rebuilt into the host's
+	// page cache at a reader's open, to be read through passthrough.
+	ReadCopies    int64 `json:"read_copies,omitempty"`
+	ReadCopyBytes int64 `json:"read_copy_bytes,omitempty"`
 }
 
 // Contents lists the store's series and files, and what reads cost.

@@ -105,9 +105,9 @@ func (c *controlDirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.E
 }
 
 // dropNode is .ckptfs/drop_caches: a write to it makes the daemon forget
-// the plain chunks it rebuilt for reads, as `echo 3 >
-// /proc/sys/vm/drop_caches` does the kernel's page cache, so that a read
-// timed after both is cold. The reference tier (the newest save of each
+// the plain chunks it rebuilt for reads, and the copies of committed files
+// no handle uses (readcopy.go), as `echo 3 > /proc/sys/vm/drop_caches` does
+// the kernel's page cache, so that a read timed after both is cold. The reference tier (the newest save of each
 // series, the next save's reference) stays. Only the mount's owner may
 // write it.
 type dropNode struct {
@@ -145,6 +145,7 @@ var _ gofs.FileWriter = (*dropHandle)(nil)
 
 func (h *dropHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.fsys.store.DropCaches()
+	h.fsys.dropUnusedCopies()
 	return uint32(len(data)), 0
 }
 

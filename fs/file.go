@@ -31,6 +31,9 @@ type handle struct {
 	// flushed: a close of the handle (a writer's) came, its release may
 	// not have yet (save.State.ClosedWriters). Under of.mu.
 	flushed bool
+	// copyAtime is, for a reader served from a copy of the committed
+	// content (readcopy.go), the copy's access time at the open (0: none).
+	copyAtime int64
 }
 
 // ptHandle is a passthrough handle: go-fuse registers its backing file.
@@ -254,6 +257,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 // file keeps its previous content.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	if !writable(h.flags) {
+		h.noteCopyRead() // before close returns, as a read's atime is
 		return 0
 	}
 	if h.pt {
@@ -346,6 +350,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Release runs when the last descriptor of the handle is gone.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.noteCopyRead()                             // a mapping read after the close
 	h.n.fsys.releases.afterRelease(ctx, func() { // releaseorder.go
 		h.of.mu.Lock()
 		h.n.dropMode(h.of, h.pt)
@@ -358,6 +363,14 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		}
 	})
 	return 0
+}
+
+// noteCopyRead moves the file's access time if the host's kernel saw a
+// read of the copy the handle is served from (readcopy.go).
+func (h *handle) noteCopyRead() {
+	if h.copyAtime != 0 && h.sf.atime() != h.copyAtime {
+		h.n.accessed()
+	}
 }
 
 // Getattr serves fstat.

@@ -62,12 +62,16 @@ type testMount struct {
 	// daemonWritten: the daemon writes staging files even where the
 	// kernel could serve them (MountOptions.NoPassthrough).
 	daemonWritten bool
-	ds            *storedir.Dir
-	store         *chain.Store // ds.Store, or the store on the memory backend
-	closeDB       func() error
-	fsys          *FS
-	server        *fuse.Server
-	wrap          func(Namespace) Namespace // what the filesystem serves, around the store's namespace
+	// noReadCopies, readCopyMin: FS.NoReadCopies and FS.ReadCopyMin.
+	noReadCopies bool
+	readCopyMin  int64
+	setup        func(*FS) // if set, changes the filesystem before it is mounted
+	ds           *storedir.Dir
+	store        *chain.Store // ds.Store, or the store on the memory backend
+	closeDB      func() error
+	fsys         *FS
+	server       *fuse.Server
+	wrap         func(Namespace) Namespace // what the filesystem serves, around the store's namespace
 }
 
 // newTestMount mounts a fresh throw-away store on the in-memory storage
@@ -145,8 +149,18 @@ func mountStoreWith(t testing.TB, allowOther bool) *testMount {
 
 func mountStoreOpts(t testing.TB, storeDir string, memory bool, opts MountOptions) *testMount {
 	t.Helper()
+	return mountStoreSet(t, storeDir, memory, opts, nil)
+}
+
+// mountStoreSet is mountStoreOpts with set applied to the test mount
+// before it is served.
+func mountStoreSet(t testing.TB, storeDir string, memory bool, opts MountOptions, set func(*testMount)) *testMount {
+	t.Helper()
 	needFuse(t)
 	m := &testMount{t: t, dir: filepath.Join(t.TempDir(), "mnt"), storeDir: storeDir, memory: memory}
+	if set != nil {
+		set(m)
+	}
 	if err := os.Mkdir(m.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +186,10 @@ func (m *testMount) serve(opts MountOptions) {
 		names = m.wrap(names)
 	}
 	m.fsys = New(names, m.store)
+	m.fsys.NoReadCopies, m.fsys.ReadCopyMin = m.noReadCopies, m.readCopyMin
+	if m.setup != nil {
+		m.setup(m.fsys)
+	}
 	if ds := m.ds; ds != nil {
 		m.fsys.Staging = ds.Staging
 		m.fsys.Stats = func() ([]byte, error) {

@@ -45,12 +45,18 @@ type FS struct {
 	stagingOnce sync.Once
 	stagingErr  error
 	passthrough atomic.Bool
-	releases    *releaseOrder // set by Mount
-	backingMu   sync.Mutex
-	backings    map[chain.Ino]*backing
-	heldMu      sync.Mutex
-	live        map[*stagedFile]bool // files staged (stagedFiles)
-	held        []*contentHold       // content held for them (holdForStaged)
+	// NoReadCopies serves every reader through the page cache; ReadCopyMin
+	// is the smallest file a reader gets a read copy of (0: the default):
+	// readcopy.go. Set before mounting.
+	NoReadCopies bool
+	ReadCopyMin  int64
+	readCopies   readCopyStats
+	releases     *releaseOrder // set by Mount
+	backingMu    sync.Mutex
+	backings     map[chain.Ino]*backing
+	heldMu       sync.Mutex
+	live         map[*stagedFile]bool // files staged (stagedFiles)
+	held         []*contentHold       // content held for them (holdForStaged)
 
 	// The write-back model of the host's page cache (wear.go): staged
 	// bytes waiting for their commit, and the dirty expiry and background

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"syscall"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -72,7 +73,18 @@ func (n *Node) openHandle(flags uint32, fresh bool) (*handle, syscall.Errno) {
 			of.save.Unchanged() // an empty file is what the inode holds already
 		}
 	}
-	h.sf, h.pt = n.chooseMode(of, w, flags&syscall.O_DIRECT != 0)
+	direct := flags&syscall.O_DIRECT != 0
+	if !w && !direct {
+		n.prepareReadCopy(of)
+	}
+	h.sf, h.pt = n.chooseMode(of, w, direct)
+	if h.pt && !w && h.sf.committed {
+		if n.atimeStale(time.Now().UnixNano()) {
+			h.sf.ageAtime() // so that the host's kernel moves it at a read
+		}
+		h.copyAtime = h.sf.atime()
+		n.fsys.readCopies.readers.Add(1)
+	}
 	of.mu.Unlock()
 	return h, 0
 }

@@ -57,9 +57,11 @@ func TestRandomOps(t *testing.T) {
 	}
 }
 
-// randomMount mounts a fresh store on the simulated SSD.
+// randomMount mounts a fresh store on the simulated SSD. Every reader of
+// a committed file gets a read copy (readcopy.go), whatever its size.
 func randomMount(t *testing.T, daemonWritten bool) *testMount {
-	return mountStoreOpts(t, filepath.Join(t.TempDir(), "store"), true, MountOptions{NoPassthrough: daemonWritten})
+	return mountStoreSet(t, filepath.Join(t.TempDir(), "store"), true, MountOptions{NoPassthrough: daemonWritten},
+		func(m *testMount) { m.readCopyMin = 1 })
 }
 
 // runRandomSeed runs the workers' sequences of seed in one mount and
@@ -105,6 +107,9 @@ func runRandomSeed(t *testing.T, seed int64, daemonWritten bool) bool {
 		return false
 	}
 	m.fsys.Drain()
+	if readers := m.fsys.readCopies.readers.Load(); !daemonWritten && readers == 0 {
+		t.Errorf("seed %d: no reader was served from a copy of the committed content: the sequences do not cover it", seed)
+	}
 	rep, err := m.store.Check(false)
 	if err != nil {
 		t.Fatalf("seed %d: fsck: %v", seed, err)

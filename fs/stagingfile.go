@@ -46,6 +46,8 @@ type stagedFile struct {
 	// committed: the content equals the inode's committed content (after a
 	// commit of it landed), so it can back a new writer as it is.
 	committed bool
+	// readCopy: made for readers (readcopy.go), no writer has had it.
+	readCopy bool
 	// path is the name of the file now (its node's path).
 	path func() string
 	// born is when the content started (its pages' dirty age, for the
@@ -283,7 +285,7 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 			}
 		}
 		f.stagedRestart(sf) // a new content: its pages' age starts now
-		sf.committed, sf.born = false, time.Now()
+		sf.committed, sf.born, sf.readCopy = false, time.Now(), false
 		n.stageTimes(sf, trunc)
 		return sf, 0
 	}
@@ -401,9 +403,10 @@ func (n *Node) chooseMode(of *openFile, writable, direct bool) (*stagedFile, boo
 	switch {
 	case b != nil && !b.sf.gone && (b.refs > 0 && !writable || b.sf == of.stage):
 		// The kernel may hold b.sf as the backing: every handle shares it.
-		// (With no passthrough handle left, a reader is served through the
-		// page cache: go-fuse attaches no backing to a handle that offers
-		// none.)
+	case !writable && !f.NoReadCopies && b != nil && !b.sf.gone && of.stage == nil && b.sf.committed && b.sf.State() == staging.Done:
+		// A copy of the committed content that no handle uses (a read
+		// copy, or a save's staging file kept a moment after its commit):
+		// the reader is served from it (readcopy.go).
 	case writable && (b == nil || b.sf.gone):
 		b = &backing{sf: of.stage}
 		f.backings[n.ino] = b
@@ -437,7 +440,7 @@ func (n *Node) dropMode(of *openFile, pt bool) {
 		return
 	}
 	b.at = time.Now()
-	time.AfterFunc(backingLinger, func() { f.dropBacking(n.ino, b) })
+	time.AfterFunc(time.Until(f.dropAt(b)), func() { f.dropBacking(n.ino, b) })
 }
 
 // dropBacking forgets b, the backing of ino, unless it is in use again;
@@ -445,7 +448,7 @@ func (n *Node) dropMode(of *openFile, pt bool) {
 // committed.
 func (f *FS) dropBacking(ino chain.Ino, b *backing) {
 	f.backingMu.Lock()
-	if f.backings[ino] != b || b.refs > 0 || time.Since(b.at) < backingLinger {
+	if f.backings[ino] != b || b.refs > 0 || time.Now().Before(f.dropAt(b)) {
 		f.backingMu.Unlock()
 		return
 	}
@@ -453,8 +456,17 @@ func (f *FS) dropBacking(ino chain.Ino, b *backing) {
 	done := b.sf.State() == staging.Done
 	f.backingMu.Unlock()
 	if done {
-		b.sf.remove()
+		f.dropDone(b.sf)
 	}
+}
+
+// dropDone deletes sf, a staging file kept only as a backing file (a
+// save's after its commit, or a read copy): charged first if the host
+// would have written its pages back by now.
+func (f *FS) dropDone(sf *stagedFile) {
+	f.chargeStagedIfDue(sf)
+	f.stagedDone(sf)
+	sf.remove()
 }
 
 // dropBackings deletes the staging files kept only as the kernel's backing
@@ -472,15 +484,17 @@ func (f *FS) dropBackings() {
 	}
 	f.backingMu.Unlock()
 	for _, sf := range done {
-		sf.remove()
+		f.dropDone(sf)
 	}
 }
 
 // retire ends sf's life as ino's staging file: deleted, unless the kernel
 // may still use it as the inode's backing file (then it is kept, marked
 // done, until dropBacking).
+//
+// Kept, its pages stay in the write-back model (wear.go): readers may hold
+// it open as their backing past the dirty expiry, when the host writes it.
 func (f *FS) retire(ino chain.Ino, sf *stagedFile) {
-	f.stagedDone(sf)
 	f.backingMu.Lock()
 	b := f.backings[ino]
 	kept := b != nil && b.sf == sf
@@ -491,6 +505,7 @@ func (f *FS) retire(ino chain.Ino, sf *stagedFile) {
 	}
 	f.backingMu.Unlock()
 	if !kept {
+		f.stagedDone(sf)
 		sf.remove()
 	}
 }

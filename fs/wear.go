@@ -64,6 +64,14 @@ func (f *FS) stagedClosed(sf *stagedFile) {
 	sc := f.stagingPages()
 	sc.mu.Lock()
 	over := sc.cache.DirtySince(sf, pagecache.Run{Len: (stagedSize(sf) + pageSize - 1) / pageSize}, sf.born)
+	if over {
+		// Copies no handle uses go first (readcopy.go): deleted, they are
+		// never written.
+		sc.mu.Unlock()
+		f.dropCopies()
+		sc.mu.Lock()
+		over = sc.cache.Over()
+	}
 	var written []*stagedFile
 	for over {
 		oldest, _, ok := sc.cache.TakeOldest()

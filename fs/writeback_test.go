@@ -166,7 +166,8 @@ func TestSyncClose(t *testing.T) {
 // file rebuild its chunks from the device again (a cold read), where a
 // second read without it is served from the daemon's cache.
 func TestDropCaches(t *testing.T) {
-	m := mountStore(t, filepath.Join(t.TempDir(), "store"), true)
+	// Every read through the daemon: none from a copy (readcopy.go).
+	m := mountStoreSet(t, filepath.Join(t.TempDir(), "store"), true, MountOptions{}, func(m *testMount) { m.noReadCopies = true })
 	writePieces(t, m.path("ckpt-1.bin"), randomBytes(8, 600<<10)) // fits the test mount's read cache
 	writePieces(t, m.path("ckpt-2.bin"), randomBytes(9, 600<<10)) // ckpt-1 leaves the reference tier
 	m.fsys.Drain()

@@ -385,9 +385,10 @@ func (m *mount) kill9() {
 }
 
 // inEachSaveMode runs f as a subtest per save mode, with the mount flags
-// that select it: passthrough (the default where the kernel allows it) and
-// daemon-written.
+// that select it: passthrough (the default where the kernel allows it),
+// where every reader of a committed file gets a read copy whatever its
+// size, and daemon-written.
 func inEachSaveMode(t *testing.T, f func(t *testing.T, flags ...string)) {
-	t.Run("passthrough", func(t *testing.T) { f(t) })
+	t.Run("passthrough", func(t *testing.T) { f(t, "--read-copy-min=1") })
 	t.Run("daemon-written", func(t *testing.T) { f(t, "--no-passthrough") })
 }

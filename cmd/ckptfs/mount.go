@@ -35,6 +35,8 @@ type mountFlags struct {
 	cacheMiB     int
 	syncClose    bool
 	noPassthru   bool
+	noReadCopies bool
+	readCopyMin  int64
 	writeBackMiB int
 	encodeNice   int
 	deviceSize   string
@@ -154,6 +156,9 @@ lines of type fuse.ckptfs mount too: README.md lists the options.`,
 	fl.IntVar(&f.cacheMiB, "cache-mib", 0, "memory for plain chunks, in MiB: the references of the next saves (7/8, leaving reads at least 16 MiB) and rebuilt chunks for reads; more keeps the last save of larger checkpoints as the next one's reference instead of rebuilding it from the device (default 64)")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit each file before close returns (default: close returns with the bytes in the page cache, in the file's staging file, and the commit follows in the background; fsync waits for it)")
 	fl.BoolVar(&f.noPassthru, "no-passthrough", false, "have the daemon write the staging files of files being saved even where the kernel could serve them itself (FUSE passthrough: Linux 6.9+, root)")
+	fl.BoolVar(&f.noReadCopies, "no-read-copies", false, "serve every read through the kernel's page cache, as requests to the daemon: without it, a reader opening a committed file of 1 MiB or more gets the content rebuilt into a staging file that the kernel serves it from (FUSE passthrough), so that reading it again or from several processes costs what it costs on the host filesystem")
+	fl.Int64Var(&f.readCopyMin, "read-copy-min", 0, "the smallest file, in bytes, a reader gets a read copy of (default 1 MiB; tests)")
+	fl.MarkHidden("read-copy-min")
 	fl.IntVar(&f.encodeNice, "encode-nice", chain.DefaultEncodeNice, "lower the CPU priority of the threads that encode written files by this nice value, and that of the daemon's session (its scheduling group under autogroup), so that a training that keeps the cores busy runs first (0: neither is lowered)")
 	fl.IntVar(&f.writeBackMiB, "write-back-mib", 0, "no effect: saves wait in the page cache, in their staging files, not in the daemon's memory")
 	fl.MarkDeprecated("write-back-mib", "saves wait in the page cache (staging files), not in the daemon's memory")

@@ -40,6 +40,9 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 		fmt.Fprintf(out, "\ncapacity: %s, %s free (%s of simulated flash), %s", medium.HumanBytes(c.UsableBytes), medium.HumanBytes(c.FreeBytes),
 			medium.HumanBytes(c.FlashBytes), c.Source)
 	}
+	if n := r.ReadCopies; n > 0 {
+		fmt.Fprintf(out, "\n%d read copies (%s) rebuilt for readers, read through passthrough", n, medium.HumanBytes(r.ReadCopyBytes))
+	}
 	if n := r.SavesWaitingForRoom; n > 0 {
 		fmt.Fprintf(out, "\n%d saves wait in their staging files for room on the store's host filesystem (its log says which)", n)
 	}

@@ -201,6 +201,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 		return nil, err
 	}
 	fsys.SyncClose = f.syncClose
+	fsys.NoReadCopies, fsys.ReadCopyMin = f.noReadCopies, f.readCopyMin
 	fsys.Staging = ds.Staging
 	if err := fsys.AdoptStaged(ds.Store.TakeWaitingStaged()); err != nil {
 		f.remote.stopUploader(up)
@@ -216,6 +217,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 		rep.SaveMode = fsys.Mode()
 		rep.SavesWaitingForRoom = fsys.SavesWaitingForRoom()
 		rep.SavesRetrying, rep.CommitsFailed = fsys.SavesRetrying(), fsys.CommitsFailed()
+		rep.ReadCopies, rep.ReadCopyBytes = fsys.ReadCopies()
 		rt := chain.ReadRuntime()
 		rep.Runtime = &rt
 		return json.MarshalIndent(withRemote(rep, up), "", "  ")
