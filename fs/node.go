@@ -54,6 +54,7 @@ type FS struct {
 	releases     *releaseOrder // set by Mount
 	backingMu    sync.Mutex
 	backings     map[chain.Ino]*backing
+	linger       time.Duration // backingLinger; tests shorten it
 	heldMu       sync.Mutex
 	live         map[*stagedFile]bool // files staged (stagedFiles)
 	held         []*contentHold       // content held for them (holdForStaged)
@@ -104,7 +105,7 @@ func (f *FS) takeStale(ino chain.Ino) bool {
 // it); Root is its root node.
 func New(names Namespace, store Store) *FS {
 	f := &FS{names: names, store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
-		backings: map[chain.Ino]*backing{}, live: map[*stagedFile]bool{}, quit: make(chan struct{})}
+		backings: map[chain.Ino]*backing{}, linger: backingLinger, live: map[*stagedFile]bool{}, quit: make(chan struct{})}
 	f.dirtyExpire, f.dirtyLimit = pagecache.HostSettings()
 	store.ModelShadowWriteBack(f.dirtyExpire, f.dirtyLimit)
 	return f

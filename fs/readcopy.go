@@ -95,7 +95,7 @@ func (n *Node) prepareReadCopy(of *openFile) {
 		logrus.Debugf("read copy of %s: %v: served through the page cache", n.path(), errno)
 		return
 	}
-	sf.committed, sf.born, sf.readCopy = true, start, true
+	sf.committed, sf.born = true, start
 	f.stagedClosed(sf) // its pages are dirty from its start
 	f.backingMu.Lock()
 	if cur := f.backings[n.ino]; cur != nil && !cur.sf.gone {
@@ -104,16 +104,17 @@ func (n *Node) prepareReadCopy(of *openFile) {
 		sf.remove()
 		return
 	}
-	b = &backing{sf: sf, at: time.Now()}
+	b = &backing{sf: sf, at: time.Now(), until: start.Add(f.readCopyLife())}
 	f.backings[n.ino] = b
+	drop := f.dropAt(b)
 	f.backingMu.Unlock()
 	f.readCopies.copies.Add(1)
 	f.readCopies.bytes.Add(in.Size)
 	logrus.Debugf("read copy of %s: %d bytes in %v", n.path(), in.Size, time.Since(start).Round(time.Millisecond))
 	// Unused (the open failed after this), it goes as any other; held
 	// past the expiry, the host wrote it back.
-	time.AfterFunc(time.Until(f.dropAt(b)), func() { f.dropBacking(n.ino, b) })
-	time.AfterFunc(f.dirtyExpire, func() { f.chargeStagedIfDue(sf) })
+	time.AfterFunc(time.Until(drop), func() { f.dropBacking(n.ino, b) })
+	time.AfterFunc(time.Until(start.Add(f.dirtyExpire)), func() { f.chargeStagedIfDue(sf) })
 }
 
 // atime is the copy's access time on the host (Unix ns; 0 if unknown):
@@ -179,14 +180,12 @@ func (f *FS) roomForReadCopy(size int64) bool {
 }
 
 // dropAt is when b, a backing no handle uses since b.at, is dropped: a
-// moment after (backingLinger), or for a read copy as late as its life
-// allows.
+// moment after (FS.linger), or for a read copy as late as its life allows.
+// Call with backingMu held.
 func (f *FS) dropAt(b *backing) time.Time {
-	at := b.at.Add(backingLinger)
-	if b.sf.readCopy {
-		if end := b.sf.born.Add(f.readCopyLife()); end.After(at) {
-			at = end
-		}
+	at := b.at.Add(f.linger)
+	if b.until.After(at) {
+		return b.until
 	}
 	return at
 }
@@ -197,7 +196,7 @@ func (f *FS) dropAt(b *backing) time.Time {
 // still be the kernel's backing file: it is waited for.
 func (f *FS) dropUnusedCopies() {
 	for f.dropCopies() {
-		time.Sleep(backingLinger / 10)
+		time.Sleep(f.linger / 10)
 	}
 }
 
@@ -212,7 +211,7 @@ func (f *FS) dropCopies() (more bool) {
 		if b.refs > 0 || b.sf.gone || b.sf.State() != staging.Done {
 			continue
 		}
-		if time.Since(b.at) < backingLinger {
+		if time.Since(b.at) < f.linger {
 			more = true
 			continue
 		}

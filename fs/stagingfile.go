@@ -46,8 +46,6 @@ type stagedFile struct {
 	// committed: the content equals the inode's committed content (after a
 	// commit of it landed), so it can back a new writer as it is.
 	committed bool
-	// readCopy: made for readers (readcopy.go), no writer has had it.
-	readCopy bool
 	// path is the name of the file now (its node's path).
 	path func() string
 	// born is when the content started (its pages' dirty age, for the
@@ -109,12 +107,16 @@ type backing struct {
 	sf   *stagedFile
 	refs int
 	at   time.Time // when refs last fell to zero
+	// until: a read copy (readcopy.go) no writer has taken over is kept
+	// unused until then.
+	until time.Time
 }
 
 // backingLinger is how long a backing file is remembered after its last
 // passthrough handle is released: go-fuse unregisters it with the kernel
 // right after our Release returns, and an open meanwhile would be handed
 // it again.
+// (FS.linger: tests shorten it.)
 const backingLinger = 2 * time.Second
 
 // stagingDir is the directory of staging files; a filesystem built without
@@ -268,8 +270,8 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 		// it, where it would otherwise delete the file this writer is
 		// about to use (the kill test's close once failed with ENOENT);
 		// a later one drops it if no passthrough handle takes it.
-		b.at = time.Now()
-		time.AfterFunc(backingLinger, func() { f.dropBacking(n.ino, b) })
+		b.at, b.until = time.Now(), time.Time{}
+		time.AfterFunc(f.linger, func() { f.dropBacking(n.ino, b) })
 	}
 	f.backingMu.Unlock()
 	if b != nil && !b.sf.gone {
@@ -285,7 +287,7 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 			}
 		}
 		f.stagedRestart(sf) // a new content: its pages' age starts now
-		sf.committed, sf.born, sf.readCopy = false, time.Now(), false
+		sf.committed, sf.born = false, time.Now()
 		n.stageTimes(sf, trunc)
 		return sf, 0
 	}
