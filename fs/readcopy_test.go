@@ -39,16 +39,8 @@ func (m *testMount) doneFiles() int { return m.doneFilesOf(0) }
 // doneFilesOf is doneFiles of inode ino (0: of every inode).
 func (m *testMount) doneFilesOf(ino uint64) int {
 	m.t.Helper()
-	dir, err := m.fsys.stagingDir()
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	entries, err := dir.List()
-	if err != nil {
-		m.t.Fatal(err)
-	}
 	n := 0
-	for _, e := range entries {
+	for _, e := range m.stagingList() {
 		if e.State == staging.Done && (ino == 0 || e.Ino == ino) {
 			n++
 		}

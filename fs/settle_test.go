@@ -63,16 +63,8 @@ func (m *testMount) committedContent(ino chain.Ino) (chain.VersionID, []byte) {
 // (not one kept only as the kernel's backing file, done).
 func (m *testMount) stagingEntries(ino chain.Ino) []staging.Entry {
 	m.t.Helper()
-	dir, err := m.fsys.stagingDir()
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	entries, err := dir.List()
-	if err != nil {
-		m.t.Fatal(err)
-	}
 	var out []staging.Entry
-	for _, e := range entries {
+	for _, e := range m.stagingList() {
 		if chain.Ino(e.Ino) == ino && e.State != staging.Done {
 			out = append(out, e)
 		}
@@ -81,6 +73,20 @@ func (m *testMount) stagingEntries(ino chain.Ino) []staging.Entry {
 }
 
 func (m *testMount) stagingFiles(ino chain.Ino) int { return len(m.stagingEntries(ino)) }
+
+// stagingList is every file in the staging directory.
+func (m *testMount) stagingList() []staging.Entry {
+	m.t.Helper()
+	dir, err := m.fsys.stagingDir()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	entries, err := dir.List()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return entries
+}
 
 // TestHotFileSettles: a log appended line by line (open, append, close) is
 // not encoded whole at every close: each open takes the staging file of the

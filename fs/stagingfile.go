@@ -265,24 +265,38 @@ func (n *Node) newStage(trunc bool) (*stagedFile, syscall.Errno) {
 	f := n.fsys
 	f.backingMu.Lock()
 	b := f.backings[n.ino]
+	var claimErr error
 	if b != nil && !b.sf.gone {
 		// Claimed: a dropBacking due now finds it used again and leaves
 		// it, where it would otherwise delete the file this writer is
 		// about to use (the kill test's close once failed with ENOENT);
-		// a later one drops it if no passthrough handle takes it.
+		// a later one drops it if no passthrough handle takes it. Marked
+		// open at once, it is no longer a copy any dropBacking deletes,
+		// however long the copy below takes (a random-operation seed
+		// with a short linger lost the file under a slow copy).
 		b.at, b.until = time.Now(), time.Time{}
 		time.AfterFunc(f.linger, func() { f.dropBacking(n.ino, b) })
+		if b.sf.State() == staging.Done {
+			claimErr = b.sf.Mark(staging.Open)
+		}
 	}
 	f.backingMu.Unlock()
 	if b != nil && !b.sf.gone {
 		sf := b.sf
+		if claimErr != nil {
+			return nil, toErrno(claimErr)
+		}
+		failed := func(errno syscall.Errno) (*stagedFile, syscall.Errno) {
+			_ = sf.Mark(staging.Done) // a copy again, for dropBacking
+			return nil, errno
+		}
 		if trunc || !sf.committed {
 			if err := sf.use(func(f *os.File) error { return f.Truncate(0) }); err != nil {
-				return nil, toErrno(err)
+				return failed(toErrno(err))
 			}
 			if !trunc {
 				if errno := n.copyCommitted(sf); errno != 0 {
-					return nil, errno
+					return failed(errno)
 				}
 			}
 		}
