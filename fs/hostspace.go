@@ -2,6 +2,7 @@ package fs
 
 import (
 	"errors"
+	"os"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
@@ -242,4 +243,12 @@ func (f *FS) Shutdown() {
 	f.roomMu.Unlock()
 	f.forgets.close() // nor a batch of forgotten inodes
 	f.dropBackings()
+	f.stagingOnce.Do(func() {}) // none made from now on
+	if f.stagingTemp != "" {
+		// No crash recovery reads it (a bare store in a test): nothing in
+		// it outlives the filesystem.
+		if err := os.RemoveAll(f.stagingTemp); err != nil {
+			logrus.WithError(err).Warn("remove the temporary staging directory")
+		}
+	}
 }

@@ -233,6 +233,7 @@ func (m *testMount) stop() {
 		}
 		m.server.Wait()
 		m.fsys.Drain()
+		m.fsys.Shutdown() // as the mount command does: kept copies go
 		m.server = nil
 	}
 	if m.store == nil {

@@ -44,6 +44,7 @@ type FS struct {
 	Staging     *staging.Dir
 	stagingOnce sync.Once
 	stagingErr  error
+	stagingTemp string // a temporary staging directory made for want of one, deleted at Shutdown
 	passthrough atomic.Bool
 	// NoReadCopies serves every reader through the page cache; ReadCopyMin
 	// is the smallest file a reader gets a read copy of (0: the default):

@@ -129,6 +129,7 @@ func (f *FS) stagingDir() (*staging.Dir, error) {
 		}
 		dir, err := os.MkdirTemp("", "ckptfs-staging-")
 		if err == nil {
+			f.stagingTemp = dir
 			f.Staging, err = staging.OpenDir(dir)
 		}
 		if err != nil {
