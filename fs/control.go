@@ -107,9 +107,9 @@ func (c *controlDirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.E
 // dropNode is .ckptfs/drop_caches: a write to it makes the daemon forget
 // the plain chunks it rebuilt for reads, and the copies of committed files
 // no handle uses (readcopy.go), as `echo 3 > /proc/sys/vm/drop_caches` does
-// the kernel's page cache, so that a read timed after both is cold. The reference tier (the newest save of each
-// series, the next save's reference) stays. Only the mount's owner may
-// write it.
+// the kernel's page cache, so that a read timed after both is cold. The
+// reference tier (the newest save of each series, the next save's
+// reference) stays. Only the mount's owner may write it.
 type dropNode struct {
 	gofs.Inode
 	fsys *FS

@@ -33,11 +33,11 @@ import (
 // and the host has room for it, and a copy no handle uses is deleted
 // before its expiry (readCopyLife). The reads never reach the daemon: the
 // copy's own access time, set back at an open that a read would count for
-// and moved by the host's kernel at a read, tells it at the release
-// whether to move the file's (Node.accessed). A reader opening the file meanwhile is
-// served from it; a writer takes it over as its staging file, as it would a
-// save's staging file kept as a backing (stagingfile.go). A crash leaves it
-// marked done: the next open of the store deletes it.
+// and moved by the host's kernel at a read, tells it at the close whether
+// to move the file's (Node.accessed). A reader opening the file meanwhile
+// is served from it; a writer takes it over as its staging file, as it
+// would a save's staging file kept as a backing (stagingfile.go). A crash
+// leaves it marked done: the next open of the store deletes it.
 
 // DefaultReadCopyMin is the smallest file a reader gets a read copy of.
 const DefaultReadCopyMin = 1 << 20
@@ -192,8 +192,8 @@ func (f *FS) dropAt(b *backing) time.Time {
 
 // dropUnusedCopies deletes the copies of committed files that no handle
 // uses (read copies, and saves' staging files kept after their commits),
-// for .ckptfs/drop_caches. One released less than backingLinger ago may
-// still be the kernel's backing file: it is waited for.
+// for .ckptfs/drop_caches. One released less than FS.linger ago may still
+// be the kernel's backing file: it is waited for.
 func (f *FS) dropUnusedCopies() {
 	for f.dropCopies() {
 		time.Sleep(f.linger / 10)
@@ -202,7 +202,7 @@ func (f *FS) dropUnusedCopies() {
 
 // dropCopies deletes the copies no handle uses that the kernel holds no
 // more, and reports whether others are still to come (released less than
-// backingLinger ago). A deleted copy's dirty pages are never written: a
+// FS.linger ago). A deleted copy's dirty pages are never written: a
 // save closed past the background limit drops them first (stagedClosed).
 func (f *FS) dropCopies() (more bool) {
 	var drop []*stagedFile

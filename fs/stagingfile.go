@@ -115,8 +115,7 @@ type backing struct {
 // backingLinger is how long a backing file is remembered after its last
 // passthrough handle is released: go-fuse unregisters it with the kernel
 // right after our Release returns, and an open meanwhile would be handed
-// it again.
-// (FS.linger: tests shorten it.)
+// it again. FS.linger holds it (tests shorten it).
 const backingLinger = 2 * time.Second
 
 // stagingDir is the directory of staging files; a filesystem built without

@@ -128,8 +128,8 @@ def restore(run, plain, store, reps=5):
     print("restore of %s (%.1f MB, chain depth %s): ckptfs %.3f s, plain %.3f s: %.2fx plain (cold, medians of %d)"
           % (newest, size / 1e6, "/".join(map(str, depths)) or "?", m, p, m / p, reps))
     m, p = statistics.median(again["ckptfs"]), statistics.median(again["plain"])
-    print("loaded again at once (warm: ckptfs serves it from its read copies, through the host's page cache): "
-          "ckptfs %.3f s, plain %.3f s: %.2fx plain" % (m, p, m / p))
+    print("loaded again at once (warm; with FUSE passthrough, ckptfs serves it from read copies in the host's "
+          "page cache): ckptfs %.3f s, plain %.3f s: %.2fx plain" % (m, p, m / p))
 
 
 def main():
