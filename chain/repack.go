@@ -478,11 +478,33 @@ func (s *Store) rebaseOutsiders(plans []filePlan, o RepackOptions, rep *RepackRe
 }
 
 // applyLossy re-codes the lossy sequence to its plan: the files that turn
-// lossy and every lossy file whose reference changes, all swapped in by
-// one transaction. A lossy file's new bytes differ from those its current
-// dependents were coded against, so the whole sequence changes at once: a
-// kill before the transaction leaves every file exact and as it was.
+// lossy and every lossy file whose reference changes. A lossy file's new
+// bytes differ from those its current dependents were coded against, so a
+// file and the files coded against it must change together. The plan's
+// chains (a baseline and the deltas after it) are therefore swapped in one
+// transaction each, newest chain first: a file's current dependents are
+// the files saved after it, and by then those are re-coded against their
+// own chain's files, so no chain still needs the bytes of an older one.
+// A kill between two transactions leaves the newer chains lossy and the
+// older ones as they were, every file valid and marked; memory and the
+// transaction hold one chain (at most MaxDepth+1 files), not the family.
 func (s *Store) applyLossy(plans []filePlan, seq []int, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
+	for end := len(seq); end > 0; {
+		start := end - 1
+		for start > 0 && plans[seq[start]].depth > 0 {
+			start--
+		}
+		if err := s.applyLossyChain(plans, seq, start, end, o, rep, row); err != nil {
+			return err
+		}
+		end = start
+	}
+	return nil
+}
+
+// applyLossyChain re-codes seq[start:end], one chain of the plan, and swaps
+// it in with one transaction.
+func (s *Store) applyLossyChain(plans []filePlan, seq []int, start, end int, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
 	var pending []*recoded
 	var wants []meta.VersionID
 	drop := func() {
@@ -490,8 +512,8 @@ func (s *Store) applyLossy(plans []filePlan, seq []int, o RepackOptions, rep *Re
 			s.dropRecoded(rc)
 		}
 	}
-	for k, i := range seq {
-		p := plans[i]
+	for k := start; k < end; k++ {
+		p := plans[seq[k]]
 		if !p.tiering && p.v.Ref == p.want {
 			continue
 		}
