@@ -14,15 +14,16 @@ import (
 )
 
 // Repack re-plans a finished run: for each family it chooses which of its
-// files are stored whole and which as deltas against the file saved before
-// them, so that the family's stored bytes are least while no read decodes
-// more than MaxDepth+1 chunks per chunk (PAS-PT's problem, ModelHub,
-// restricted to chains of saves in order). A family whose current coding
-// already keeps the bound and stores no more than the plan is left alone.
+// files are stored whole and which as deltas against one of the files saved
+// just before them (planTree), so that the family's stored bytes are least
+// while no read decodes more than MaxDepth+1 chunks per chunk (PAS-PT's
+// problem, ModelHub, restricted to a window of earlier saves). A family
+// whose current coding already keeps the bound and stores no more than the
+// plan is left alone.
 //
-// The plan needs each file's size coded whole and as a delta against its
-// predecessor; those the store does not hold already are measured by
-// encoding without writing. Each version the plan changes is then re-coded
+// The plan needs each file's size coded whole and as a delta against the
+// files of its window; those the store does not hold already are measured
+// by encoding without writing. Each version the plan changes is then re-coded
 // (recode) and swapped in by its own synced transaction (swapCoding), oldest
 // first, so a kill at any moment leaves a store whose every file reads as
 // before: versions already swapped, the others as they were. Hidden versions
@@ -31,7 +32,10 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 	if o.MaxDepth < 0 {
 		return nil, fmt.Errorf("repack: max depth %d must be at least 0", o.MaxDepth)
 	}
-	rep := &RepackReport{MaxDepth: o.MaxDepth, DryRun: o.DryRun, Lossy: o.Lossy.Name, Bound: o.Lossy.Bound}
+	if o.Window < 0 {
+		return nil, fmt.Errorf("repack: window %d must be at least 0", o.Window)
+	}
+	rep := &RepackReport{MaxDepth: o.MaxDepth, Window: planWindow(o.MaxDepth, o.Window), DryRun: o.DryRun, Lossy: o.Lossy.Name, Bound: o.Lossy.Bound}
 	for _, p := range o.Families {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("repack: family pattern %q: %w", p, err)
@@ -84,6 +88,10 @@ type RepackOptions struct {
 	// exact under Lossy: the newest ExactNewest, and every ExactEvery-th in
 	// save order (0: none).
 	ExactNewest, ExactEvery int
+	// Window is how many of the files saved just before a file the plan
+	// may code it against (1: the one before only, chains); 0 chooses 4,
+	// narrowed where MaxDepth would make the plan's states too many.
+	Window int
 	// afterSwap, in tests, runs after each version is swapped in; an error
 	// stops the repack there, as a kill would.
 	afterSwap func(swapped int) error
@@ -105,6 +113,7 @@ func (o RepackOptions) selects(name string) bool {
 // RepackReport is what Repack did, for `ckptfs repack`.
 type RepackReport struct {
 	MaxDepth int  `json:"max_depth"`
+	Window   int  `json:"window"`
 	DryRun   bool `json:"dry_run"`
 	// Lossy and Bound: the tier's scheme and what it keeps ("" exact).
 	Lossy    string         `json:"lossy,omitempty"`
@@ -136,6 +145,9 @@ type RepackFamily struct {
 	WorstDecodesBefore  int   `json:"worst_decodes_before"`
 	WorstDecodesPlanned int   `json:"worst_decodes_planned"`
 	Baselines           int   `json:"baselines_planned"`
+	// FarDeltas: planned deltas against a file saved before the one just
+	// before them (a tree, not a chain).
+	FarDeltas int `json:"deltas_further_back"`
 	// Kept: the family's coding stays (it keeps the bound and the plan
 	// stores no less). Recoded: versions re-coded.
 	Kept    bool `json:"kept"`
@@ -257,8 +269,8 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 		}
 	}
 	var planned int64
-	for _, seq := range [][]int{exactSeq, lossySeq} {
-		total, err := s.planSequence(plans, seq, o, rep)
+	for k, seq := range [][]int{exactSeq, lossySeq} {
+		total, err := s.planSequence(plans, seq, k == 1, o, rep)
 		if err != nil {
 			return row, err
 		}
@@ -269,6 +281,9 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 		row.WorstDecodesPlanned = max(row.WorstDecodesPlanned, p.depth+1)
 		if p.depth == 0 {
 			row.Baselines++
+		}
+		if p.far {
+			row.FarDeltas++
 		}
 	}
 	if row.Tiered == 0 && worstBefore <= o.MaxDepth && planned >= fam.stored {
@@ -306,6 +321,8 @@ type filePlan struct {
 	zip     []zipMember // its zip members, whose CRCs the tier rewrites
 	patches []bytePatch // those CRC fields, once measured
 	depth   int         // planned
+	ref     int         // planned reference: its index in plans, or -1
+	far     bool        // planned against a file before the one just before it
 	want    meta.VersionID
 }
 
@@ -350,10 +367,15 @@ func (s *Store) tierable(v meta.Version) (bool, []zipMember, error) {
 }
 
 // planSequence plans the files seq of plans (indices in save order) as one
-// chain sequence: each whole or a delta against the one before it in seq.
-func (s *Store) planSequence(plans []filePlan, seq []int, o RepackOptions, rep *RepackReport) (int64, error) {
+// sequence: each whole or a delta against one of the window files before it
+// in seq (planTree). Deltas against files further back are measured only
+// while the one before them codes smaller than the file whole. A lossy
+// sequence whose tree would join more than maxLossyPart files in one part
+// (applyLossy) is planned as chains instead.
+func (s *Store) planSequence(plans []filePlan, seq []int, lossy bool, o RepackOptions, rep *RepackReport) (int64, error) {
+	window := planWindow(o.MaxDepth, o.Window)
 	whole := make([]int64, len(seq))
-	delta := make([]int64, len(seq))
+	delta := make([][]int64, len(seq))
 	for k, i := range seq {
 		p := &plans[i]
 		var zc *zipCRCs
@@ -370,25 +392,38 @@ func (s *Store) planSequence(plans []filePlan, seq []int, o RepackOptions, rep *
 			p.patches = zc.patches()
 		}
 		whole[k] = size
-		delta[k] = noCoding
-		if k == 0 || p.v.TensorBytes == 0 {
+		delta[k] = make([]int64, window)
+		for g := range delta[k] {
+			delta[k][g] = noCoding
+		}
+		if o.MaxDepth == 0 || p.v.TensorBytes == 0 {
 			continue
 		}
-		prev := plans[seq[k-1]]
-		if prev.v.TensorBytes == 0 {
-			continue
-		}
-		opts = recodeOptions{lossy: o.Lossy, lossySelf: p.tiering, lossyRef: prev.tiering}
-		if delta[k], err = s.codingSize(p.v, prev.v.ID, opts, rep); err != nil {
-			return 0, err
+		for g := 1; g <= window && g <= k; g++ {
+			if g > 1 && delta[k][g-2] >= whole[k] {
+				break
+			}
+			ref := plans[seq[k-g]]
+			if ref.v.TensorBytes == 0 {
+				continue
+			}
+			opts = recodeOptions{lossy: o.Lossy, lossySelf: p.tiering, lossyRef: ref.tiering}
+			if delta[k][g-1], err = s.codingSize(p.v, ref.v.ID, opts, rep); err != nil {
+				return 0, err
+			}
 		}
 	}
-	depths, total := planChain(whole, delta, o.MaxDepth)
+	refs, depths, total := planTree(whole, delta, o.MaxDepth, window)
+	if lossy && maxPart(refs) > maxLossyPart(o.MaxDepth) {
+		// A tier swaps each part in one transaction: keep them small.
+		refs, depths, total = planTree(whole, delta, o.MaxDepth, 1)
+	}
 	for k, i := range seq {
-		plans[i].depth = depths[k]
-		plans[i].want = 0
-		if depths[k] > 0 {
-			plans[i].want = plans[seq[k-1]].v.ID
+		p := &plans[i]
+		p.depth, p.ref, p.want = depths[k], -1, 0
+		if refs[k] >= 0 {
+			p.ref, p.far = seq[refs[k]], refs[k] < k-1
+			p.want = plans[p.ref].v.ID
 		}
 	}
 	return total, nil
@@ -480,31 +515,44 @@ func (s *Store) rebaseOutsiders(plans []filePlan, o RepackOptions, rep *RepackRe
 // applyLossy re-codes the lossy sequence to its plan: the files that turn
 // lossy and every lossy file whose reference changes. A lossy file's new
 // bytes differ from those its current dependents were coded against, so a
-// file and the files coded against it must change together. The plan's
-// chains (a baseline and the deltas after it) are therefore swapped in one
-// transaction each, newest chain first: a file's current dependents are
-// the files saved after it, and by then those are re-coded against their
-// own chain's files, so no chain still needs the bytes of an older one.
-// A kill between two transactions leaves the newer chains lossy and the
-// older ones as they were, every file valid and marked; memory and the
-// transaction hold one chain (at most MaxDepth+1 files), not the family.
+// file and the files coded against it must change together. The sequence
+// is cut where no planned delta crosses (each part a tree of the plan, or
+// several interleaved), and the parts are swapped in one transaction each,
+// newest first: a file's current dependents are the files saved after it,
+// and by then those are re-coded against files of their own part, so no
+// part still needs the bytes of an older one. A kill between two
+// transactions leaves the newer parts lossy and the older ones as they
+// were, every file valid and marked; memory and a transaction hold one
+// part, not the family.
 func (s *Store) applyLossy(plans []filePlan, seq []int, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
-	for end := len(seq); end > 0; {
-		start := end - 1
-		for start > 0 && plans[seq[start]].depth > 0 {
-			start--
-		}
-		if err := s.applyLossyChain(plans, seq, start, end, o, rep, row); err != nil {
+	for _, part := range planParts(seqRefs(plans, seq)) {
+		if err := s.applyLossyPart(plans, seq[part[0]:part[1]], o, rep, row); err != nil {
 			return err
 		}
-		end = start
 	}
 	return nil
 }
 
-// applyLossyChain re-codes seq[start:end], one chain of the plan, and swaps
-// it in with one transaction.
-func (s *Store) applyLossyChain(plans []filePlan, seq []int, start, end int, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
+// seqRefs is the planned reference of each file of seq as its position in
+// seq (-1: stored whole).
+func seqRefs(plans []filePlan, seq []int) []int {
+	pos := make(map[int]int, len(seq)) // index in plans -> position in seq
+	for k, i := range seq {
+		pos[i] = k
+	}
+	refs := make([]int, len(seq))
+	for k, i := range seq {
+		refs[k] = -1
+		if r := plans[i].ref; r >= 0 {
+			refs[k] = pos[r]
+		}
+	}
+	return refs
+}
+
+// applyLossyPart re-codes part, files of the lossy sequence that no planned
+// delta from outside it references, and swaps them in with one transaction.
+func (s *Store) applyLossyPart(plans []filePlan, part []int, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
 	var pending []*recoded
 	var wants []meta.VersionID
 	drop := func() {
@@ -512,13 +560,13 @@ func (s *Store) applyLossyChain(plans []filePlan, seq []int, start, end int, o R
 			s.dropRecoded(rc)
 		}
 	}
-	for k := start; k < end; k++ {
-		p := plans[seq[k]]
+	for _, i := range part {
+		p := plans[i]
 		if !p.tiering && p.v.Ref == p.want {
 			continue
 		}
 		opts := recodeOptions{patches: p.patches, lossy: o.Lossy, lossySelf: p.tiering,
-			lossyRef: p.want != 0 && plans[seq[k-1]].tiering}
+			lossyRef: p.ref >= 0 && plans[p.ref].tiering}
 		rc, err := s.recode(p.v.ID, p.want, opts)
 		if err != nil {
 			drop()
@@ -585,59 +633,4 @@ func (s *Store) codingSize(v meta.Version, ref meta.VersionID, opts recodeOption
 		return noCoding, nil
 	}
 	return rc.v.PackBytes, nil
-}
-
-// planChain chooses each file's depth (0: stored whole, d: a delta against
-// the file before it, which has depth d-1) to minimise the total of whole
-// and delta sizes with no depth above maxDepth: a dynamic programme over
-// (file, depth), O(files × maxDepth). It returns the depths and the total.
-func planChain(whole, delta []int64, maxDepth int) ([]int, int64) {
-	n := len(whole)
-	if n == 0 {
-		return nil, 0
-	}
-	k := maxDepth + 1
-	cost := make([][]int64, n)
-	from := make([][]int, n) // for depth 0, the depth of the file before
-	for i := range cost {
-		cost[i] = make([]int64, k)
-		from[i] = make([]int, k)
-		for d := range cost[i] {
-			cost[i][d] = noCoding
-		}
-	}
-	cost[0][0] = whole[0]
-	for i := 1; i < n; i++ {
-		best, arg := int64(noCoding), 0
-		for d := 0; d < k; d++ {
-			if cost[i-1][d] < best {
-				best, arg = cost[i-1][d], d
-			}
-		}
-		cost[i][0], from[i][0] = best+whole[i], arg
-		for d := 1; d < k; d++ {
-			if cost[i-1][d-1] < noCoding && delta[i] < noCoding {
-				cost[i][d] = cost[i-1][d-1] + delta[i]
-			}
-		}
-	}
-	end := 0
-	for d := 1; d < k; d++ {
-		if cost[n-1][d] < cost[n-1][end] {
-			end = d
-		}
-	}
-	total := cost[n-1][end]
-	depths := make([]int, n)
-	for i, d := n-1, end; i >= 0; i-- {
-		depths[i] = d
-		if d == 0 {
-			if i > 0 {
-				d = from[i][0]
-			}
-		} else {
-			d--
-		}
-	}
-	return depths, total
 }

@@ -24,70 +24,79 @@ import (
 	"github.com/ckptfs/ckptfs/nandsim"
 )
 
-// TestPlanChain checks the dynamic programme against every plan of small
-// random instances: the least total, and no depth above the bound.
-func TestPlanChain(t *testing.T) {
+// TestPlanTree checks the dynamic programme against every plan of small
+// random instances: the least total, references within the window, and no
+// depth above the bound. With a window of 1 it plans chains.
+func TestPlanTree(t *testing.T) {
 	rng := rand.New(rand.NewSource(51))
-	for trial := 0; trial < 400; trial++ {
-		n := 1 + rng.Intn(8)
+	for trial := 0; trial < 600; trial++ {
+		n := 1 + rng.Intn(7)
 		k := rng.Intn(4)
-		whole, delta := make([]int64, n), make([]int64, n)
+		w := 1 + rng.Intn(3)
+		whole, delta := make([]int64, n), make([][]int64, n)
 		for i := range whole {
 			whole[i] = 50 + rng.Int63n(100)
-			delta[i] = 1 + rng.Int63n(120)
-			if i == 0 || rng.Intn(6) == 0 {
-				delta[i] = noCoding
+			delta[i] = make([]int64, w)
+			for g := range delta[i] {
+				delta[i][g] = 1 + rng.Int63n(120)
+				if g >= i || rng.Intn(6) == 0 {
+					delta[i][g] = noCoding
+				}
 			}
 		}
-		depths, total := planChain(whole, delta, k)
+		refs, depths, total := planTree(whole, delta, k, w)
 		var sum int64
-		for i, d := range depths {
+		for i, r := range refs {
 			switch {
-			case d > k:
-				t.Fatalf("trial %d: depth %d above the bound %d", trial, d, k)
-			case d == 0:
+			case depths[i] > k:
+				t.Fatalf("trial %d: depth %d above the bound %d", trial, depths[i], k)
+			case r < 0:
+				if depths[i] != 0 {
+					t.Fatalf("trial %d: file %d stored whole at depth %d", trial, i, depths[i])
+				}
 				sum += whole[i]
-			case i == 0 || depths[i-1] != d-1 || delta[i] >= noCoding:
-				t.Fatalf("trial %d: depths %v are no chain", trial, depths)
+			case r >= i || i-r > w || delta[i][i-r-1] >= noCoding || depths[i] != depths[r]+1:
+				t.Fatalf("trial %d: refs %v depths %v: file %d against %d is no plan", trial, refs, depths, i, r)
 			default:
-				sum += delta[i]
+				sum += delta[i][i-r-1]
 			}
 		}
 		if sum != total {
-			t.Fatalf("trial %d: plan %v costs %d, reported %d", trial, depths, sum, total)
+			t.Fatalf("trial %d: plan %v costs %d, reported %d", trial, refs, sum, total)
 		}
-		if best := bruteForcePlan(whole, delta, k); best != total {
-			t.Fatalf("trial %d: whole %v delta %v k %d: plan costs %d, best is %d", trial, whole, delta, k, total, best)
+		if best := bruteForcePlan(whole, delta, k, make([]int, n), 0); best != total {
+			t.Fatalf("trial %d: whole %v delta %v k %d w %d: plan costs %d, best is %d", trial, whole, delta, k, w, total, best)
 		}
 	}
 }
 
-// bruteForcePlan tries every choice of baselines.
-func bruteForcePlan(whole, delta []int64, k int) int64 {
-	n := len(whole)
-	best := int64(noCoding)
-	for mask := 0; mask < 1<<n; mask++ {
-		if mask&1 == 0 {
-			continue // the first file has nothing before it
+// bruteForcePlan tries every choice for files i.. (each whole or against
+// one of the files in its window whose depth is below k), depths holding
+// the depths chosen for the files before i.
+func bruteForcePlan(whole []int64, delta [][]int64, k int, depths []int, i int) int64 {
+	if i == len(whole) {
+		return 0
+	}
+	depths[i] = 0
+	best := whole[i] + bruteForcePlan(whole, delta, k, depths, i+1)
+	for g := 1; g <= len(delta[i]) && g <= i; g++ {
+		if depths[i-g] >= k || delta[i][g-1] >= noCoding {
+			continue
 		}
-		var sum int64
-		d := 0
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			if mask&(1<<i) != 0 {
-				d = 0
-				sum += whole[i]
-				continue
-			}
-			d++
-			ok = d <= k && delta[i] < noCoding
-			sum += delta[i]
-		}
-		if ok && sum < best {
-			best = sum
-		}
+		depths[i] = depths[i-g] + 1
+		best = min(best, delta[i][g-1]+bruteForcePlan(whole, delta, k, depths, i+1))
 	}
 	return best
+}
+
+func TestPlanWindow(t *testing.T) {
+	for _, c := range []struct{ depth, want, got int }{
+		{3, 0, 4}, {3, 1, 1}, {0, 0, 4}, {5, 0, 3}, {12, 0, 2}, {31, 0, 2}, {32, 0, 1}, {1000, 0, 1}, {2, 9, 6},
+	} {
+		if got := planWindow(c.depth, c.want); got != c.got {
+			t.Errorf("planWindow(%d, %d) = %d, want %d", c.depth, c.want, got, c.got)
+		}
+	}
 }
 
 // repackFixture writes a run into a store whose policy makes long chains:
@@ -212,6 +221,77 @@ func TestRepack(t *testing.T) {
 	writeFile(t, s, "ckpt-24.npy", want["ckpt-24.npy"], 1<<16)
 	checkFiles(t, s, want)
 	mustCheck(t, s, true)
+}
+
+// TestRepackTrees plans the fixture at a bound of 1 as chains (a window of
+// 1) and as trees: no family's tree stores more than its chains (the
+// chains are among the trees the programme tries), the training series'
+// tree stores less by coding several files against one baseline, and the
+// repack that applies it keeps every file and the bound.
+func TestRepackTrees(t *testing.T) {
+	ds := openTestStore(t, "", deepChains())
+	defer ds.Close()
+	s := ds.Store
+	want := repackFixture(t, s, 16)
+	planned := func(window int) (map[string]RepackFamily, int64) {
+		rep, err := s.Repack(RepackOptions{MaxDepth: 1, Window: window, DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams := map[string]RepackFamily{}
+		var total int64
+		for _, f := range rep.Families {
+			fams[f.Name] = f
+			total += f.Planned
+		}
+		return fams, total
+	}
+	chains, chainTotal := planned(1)
+	trees, treeTotal := planned(0)
+	t.Logf("max depth 1: chains plan %d bytes, trees %d (%.3f)", chainTotal, treeTotal, float64(treeTotal)/float64(chainTotal))
+	far := 0
+	for name, tf := range trees {
+		cf := chains[name]
+		if tf.Planned > cf.Planned || cf.FarDeltas != 0 {
+			t.Errorf("family %s: trees plan %d bytes, chains %d (%d deltas further back)", name, tf.Planned, cf.Planned, cf.FarDeltas)
+		}
+		if tf.FarDeltas > 0 && tf.Planned < cf.Planned {
+			far++
+		}
+	}
+	if far == 0 {
+		t.Error("no family's tree stores less than its chains by coding against a file further back")
+	}
+	rep, err := s.Repack(RepackOptions{MaxDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Window != defaultPlanWindow || rep.WorstDecodesAfter > 2 {
+		t.Errorf("window %d, reads of %d decodes after the repack", rep.Window, rep.WorstDecodesAfter)
+	}
+	checkFiles(t, s, want)
+	mustCheck(t, s, true)
+	again, err := s.Repack(RepackOptions{MaxDepth: 1})
+	if err != nil || again.Recoded != 0 {
+		t.Fatalf("the same plan again re-coded %d versions (%v)", again.Recoded, err)
+	}
+}
+
+func TestPlanParts(t *testing.T) {
+	for _, c := range []struct {
+		refs []int
+		want [][2]int
+	}{
+		{nil, nil},
+		{[]int{-1, 0, 1, -1, 3}, [][2]int{{3, 5}, {0, 3}}},
+		{[]int{-1, 0, 0, -1, 2, 3}, [][2]int{{0, 6}}},
+		{[]int{-1, -1, 0, 1, -1}, [][2]int{{4, 5}, {0, 4}}},
+	} {
+		got := planParts(c.refs)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("planParts(%v) = %v, want %v", c.refs, got, c.want)
+		}
+	}
 }
 
 // TestRepackStopsCleanly stops a repack after each number of swaps, as a
@@ -534,7 +614,7 @@ func TestRepackTier(t *testing.T) {
 
 // TestRepackTierStopsCleanly stops a tiering repack after every swap: each
 // file reads back exact or wholly tiered, as its mark says, after each. The
-// tier swaps one chain of its plan at a time (at most MaxDepth+1 files), so
+// tier swaps one part of its plan at a time (at most maxLossyPart files), so
 // some stops leave a family partly tiered.
 func TestRepackTierStopsCleanly(t *testing.T) {
 	ds := openTestStore(t, "", deepChains())
@@ -545,8 +625,8 @@ func TestRepackTierStopsCleanly(t *testing.T) {
 	partly := 0
 	for n := 1; ; n++ {
 		_, err := s.Repack(RepackOptions{MaxDepth: 1, Lossy: encode.LossyBF16, ExactNewest: 2, afterSwap: func(swapped int) error {
-			if swapped > 2 {
-				t.Errorf("one swap re-coded %d versions; a chain of the plan holds at most 2", swapped)
+			if swapped > maxLossyPart(1) {
+				t.Errorf("one swap re-coded %d versions; a part of the plan holds at most %d", swapped, maxLossyPart(1))
 			}
 			return stop
 		}})

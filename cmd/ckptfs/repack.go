@@ -37,18 +37,20 @@ type repackOutput struct {
 
 func newRepackCommand() *cobra.Command {
 	var store string
-	var maxDepth, exactNewest, exactEvery int
+	var maxDepth, window, exactNewest, exactEvery int
 	var lossy string
 	var families []string
 	var dryRun, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "repack --store DIR [--max-depth K] [--family PATTERN]... [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
+		Use:   "repack --store DIR [--max-depth K] [--window W] [--family PATTERN]... [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
 		Short: "Re-plan a finished run: fewest stored bytes with reads bounded to K+1 decodes",
 		Long: `repack re-plans the chains of an unmounted store. For each family (a
 checkpoint series) it chooses which files are stored whole and which as deltas
-against the file saved before them, so that the family stores the fewest bytes
-while a read of any file decodes at most K+1 chunks per chunk (--max-depth K;
-the store's policy bound by default). It measures what it needs by encoding
+against one of the W files saved just before them (--window, 4 by default;
+1 plans chains), so that the family stores the fewest bytes while a read of
+any file decodes at most K+1 chunks per chunk (--max-depth K; the store's
+policy bound by default). Several files coded against one baseline store less
+than a chain at a small K. It measures what it needs by encoding
 without writing, then re-codes the files the plan changes, one transaction
 each, oldest first: a kill at any moment loses nothing, and running repack
 again finishes the plan. Versions kept only as references (of files rewritten
@@ -81,8 +83,11 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 			if !cmd.Flags().Changed("max-depth") {
 				maxDepth = ds.Store.Policy().MaxDepth
 			}
-			opts := chain.RepackOptions{MaxDepth: maxDepth, DryRun: dryRun, ExactNewest: exactNewest, ExactEvery: exactEvery,
-				Families: families}
+			if window < 1 {
+				return fmt.Errorf("--window %d: must be at least 1", window)
+			}
+			opts := chain.RepackOptions{MaxDepth: maxDepth, Window: window, DryRun: dryRun, ExactNewest: exactNewest,
+				ExactEvery: exactEvery, Families: families}
 			if lossy != "" {
 				if opts.Lossy, err = encode.LossyByName(lossy); err != nil {
 					return fmt.Errorf("--lossy: %w", err)
@@ -125,6 +130,7 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 	}
 	cmd.Flags().StringVar(&store, "store", "", "store directory to repack (not mounted)")
 	cmd.Flags().IntVar(&maxDepth, "max-depth", 0, "deltas allowed between any file and its baseline: a read decodes at most this plus one chunks per chunk (default: the store's policy)")
+	cmd.Flags().IntVar(&window, "window", 4, "how many of the files saved just before a file it may be coded against (1: the one before only); narrowed at large --max-depth")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan and print, write nothing")
 	cmd.Flags().StringArrayVar(&families, "family", nil, "only the families whose names match this pattern (as ckptfs stats prints them, e.g. 'run/checkpoint-#/*'); repeatable")
 	cmd.Flags().StringVar(&lossy, "lossy", "", "archive tier: round the float32 tensors of files outside the exact tier (bf16); nothing is lossy without it")
@@ -140,8 +146,9 @@ func printRepack(w io.Writer, store string, o *repackOutput) {
 	if r.DryRun {
 		verb = "plan for"
 	}
-	fmt.Fprintf(w, "%s %s: at most %d %s per chain (a read decodes at most %d %s per chunk)\n",
-		verb, store, r.MaxDepth, plural(r.MaxDepth, "delta", "deltas"), r.MaxDepth+1, plural(r.MaxDepth+1, "chunk", "chunks"))
+	fmt.Fprintf(w, "%s %s: at most %d %s per chain (a read decodes at most %d %s per chunk), deltas against the %d %s before\n",
+		verb, store, r.MaxDepth, plural(r.MaxDepth, "delta", "deltas"), r.MaxDepth+1, plural(r.MaxDepth+1, "chunk", "chunks"),
+		r.Window, plural(r.Window, "file", "files"))
 	if r.Lossy != "" {
 		fmt.Fprintf(w, "LOSSY tier %s: %s\n", r.Lossy, r.Bound)
 	}
@@ -150,14 +157,14 @@ func printRepack(w io.Writer, store string, o *repackOutput) {
 	if r.Lossy != "" {
 		lossyCols = "lossy\ttiered now\tleft exact (format)\t"
 	}
-	fmt.Fprintln(tw, "family\tfiles\tstored before\tstored planned\tdecodes before\tdecodes planned\tbaselines\tre-coded\t"+lossyCols)
+	fmt.Fprintln(tw, "family\tfiles\tstored before\tstored planned\tdecodes before\tdecodes planned\tbaselines\tfurther back\tre-coded\t"+lossyCols)
 	for _, f := range sortedNaturally(r.Families, func(f chain.RepackFamily) string { return f.Name }) {
 		planned := thousands(f.Planned)
 		if f.Kept {
 			planned = "kept"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t", f.Name, f.Files, thousands(f.StoredBefore), planned,
-			f.WorstDecodesBefore, f.WorstDecodesPlanned, f.Baselines, f.Recoded)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t", f.Name, f.Files, thousands(f.StoredBefore), planned,
+			f.WorstDecodesBefore, f.WorstDecodesPlanned, f.Baselines, f.FarDeltas, f.Recoded)
 		if r.Lossy != "" {
 			fmt.Fprintf(tw, "%d\t%d\t%d\t", f.Lossy, f.Tiered, f.Untierable)
 		}

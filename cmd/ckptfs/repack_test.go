@@ -131,8 +131,8 @@ func TestRepackCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.WorstDecodesBefore != 12 || rep.WorstDecodesAfter != 3 {
-		t.Errorf("worst decodes %d -> %d, want 12 -> 3", rep.WorstDecodesBefore, rep.WorstDecodesAfter)
+	if rep.Window != 4 || rep.WorstDecodesBefore != 12 || rep.WorstDecodesAfter != 3 {
+		t.Errorf("window %d, worst decodes %d -> %d, want 4, 12 -> 3", rep.Window, rep.WorstDecodesBefore, rep.WorstDecodesAfter)
 	}
 	if rep.Recoded == 0 || rep.DevicePagesWritten < rep.PackPagesWritten || rep.SavesCost <= 0 {
 		t.Errorf("re-coded %d versions, %d device pages for %d pack pages, %.2f saves: the writes are not all charged",
@@ -147,12 +147,15 @@ func TestRepackCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("repack at the store's bound: %v\n%s", err, out)
 	}
-	for _, s := range []string{"at most 3 deltas per chain", "ckpt-#.npy", "stored bytes:", "worst decodes per chunk: 3 -> 4"} {
+	for _, s := range []string{"at most 3 deltas per chain", "against the 4 files before", "further back", "ckpt-#.npy", "stored bytes:", "worst decodes per chunk: 3 -> 4"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
 		}
 	}
 	readStoreFiles(t, dir, want)
+	if out, err := runCkptfs(t, "repack", "--store", dir, "--window", "0"); err == nil || !strings.Contains(err.Error(), "--window 0") {
+		t.Errorf("--window 0 accepted: %v\n%s", err, out)
+	}
 }
 
 func TestRepackRefusesReplicatedStore(t *testing.T) {
