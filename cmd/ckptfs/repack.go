@@ -63,8 +63,8 @@ lossy: in each family, every file but the newest --exact-newest (3) and every
 --exact-every-th (none by default) has its float32 tensors rounded to the
 nearest bfloat16 and kept as float32, in the same file format (a torch.save
 zip's CRCs are rewritten), so torch.load and safetensors read it unchanged.
-Exact files are never coded against lossy ones. The tier swaps one chain of
-the plan (at most K+1 files) per transaction, newest first: a kill leaves
+Exact files are never coded against lossy ones. The tier swaps one part of
+the plan (at most 4(K+1) files) per transaction, newest first: a kill leaves
 each file exact or tiered as its mark says. A tiered file says so:
 user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 		Args: cobra.NoArgs,
