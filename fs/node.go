@@ -222,8 +222,20 @@ func (f *FS) stagedView(in *chain.Inode, sf *stagedFile) (view *chain.Inode, sta
 // what the checkpoints cost on flash; while a file is staged, the logical
 // size, or its staging file's allocated bytes if fallocate holds space for
 // it and they are more (space.go).
+//
+// in was read before the staging file is looked up here, so a commit may
+// have landed in between and let go of it: with no staging file, the
+// inode is read again, after (fillAttrStaged's order). Without that, a
+// lookup during a save's commit answered the size before the save, and
+// the kernel kept it for the attribute timeout (TestLookupDuringCommit).
 func (f *FS) fillAttr(in *chain.Inode, out *fuse.Attr) (staged bool) {
-	return f.fillAttrStaged(in, f.stagedOf(in.Ino), out)
+	sf := f.stagedOf(in.Ino)
+	if sf == nil {
+		if fresh, err := f.names.Inode(in.Ino); err == nil {
+			in = fresh
+		}
+	}
+	return f.fillAttrStaged(in, sf, out)
 }
 
 // fillAttrStaged is fillAttr with sf, the inode's staging file looked up
