@@ -369,7 +369,7 @@ func (s *Store) tierable(v meta.Version) (bool, []zipMember, error) {
 // planSequence plans the files seq of plans (indices in save order) as one
 // sequence: each whole or a delta against one of the window files before it
 // in seq (planTree). Deltas against files further back are measured only
-// while the one before them codes smaller than the file whole. A lossy
+// while the file measured last codes it smaller than whole. A lossy
 // sequence whose tree would join more than maxLossyPart files in one part
 // (applyLossy) is planned as chains instead.
 func (s *Store) planSequence(plans []filePlan, seq []int, lossy bool, o RepackOptions, rep *RepackReport) (int64, error) {
@@ -399,9 +399,10 @@ func (s *Store) planSequence(plans []filePlan, seq []int, lossy bool, o RepackOp
 		if o.MaxDepth == 0 || p.v.TensorBytes == 0 {
 			continue
 		}
+		last := int64(-1) // the size against the file measured last
 		for g := 1; g <= window && g <= k; g++ {
-			if g > 1 && delta[k][g-2] >= whole[k] {
-				break
+			if last >= whole[k] {
+				break // further back codes no smaller
 			}
 			ref := plans[seq[k-g]]
 			if ref.v.TensorBytes == 0 {
@@ -411,6 +412,7 @@ func (s *Store) planSequence(plans []filePlan, seq []int, lossy bool, o RepackOp
 			if delta[k][g-1], err = s.codingSize(p.v, ref.v.ID, opts, rep); err != nil {
 				return 0, err
 			}
+			last = delta[k][g-1]
 		}
 	}
 	refs, depths, total := planTree(whole, delta, o.MaxDepth, window)
