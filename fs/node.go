@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -83,7 +84,16 @@ type FS struct {
 
 	recent   recentCommits // commits landed in the last moments (settle.go)
 	draining atomic.Int32  // Drains under way: no commit settles meanwhile
+
+	// copySlots bounds the committed contents rebuilt into staging files
+	// at once (copyCommitted): each holds a buffer and a reader's
+	// rebuilds, and they share the same cores.
+	copySlots chan struct{}
 }
+
+// copySlotsFor is how many copies run at once on procs cores: past the
+// cores they only add memory.
+func copySlotsFor(procs int) int { return min(max(procs, 2), 8) }
 
 // markStale notes that the kernel's cached pages of ino may hold bytes
 // that were never committed.
@@ -106,7 +116,8 @@ func (f *FS) takeStale(ino chain.Ino) bool {
 // it); Root is its root node.
 func New(names Namespace, store Store) *FS {
 	f := &FS{names: names, store: store, open: newOpenTable(), started: time.Now(), stale: map[chain.Ino]bool{},
-		backings: map[chain.Ino]*backing{}, linger: backingLinger, live: map[*stagedFile]bool{}, quit: make(chan struct{})}
+		backings: map[chain.Ino]*backing{}, linger: backingLinger, live: map[*stagedFile]bool{}, quit: make(chan struct{}),
+		copySlots: make(chan struct{}, copySlotsFor(runtime.GOMAXPROCS(0)))}
 	f.dirtyExpire, f.dirtyLimit = pagecache.HostSettings()
 	store.ModelShadowWriteBack(f.dirtyExpire, f.dirtyLimit)
 	return f

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/bufpool"
 	"github.com/ckptfs/ckptfs/chain/staging"
 	"github.com/sirupsen/logrus"
 )
@@ -337,6 +338,10 @@ func (n *Node) stageTimes(sf *stagedFile, trunc bool) {
 	})
 }
 
+// testHookCopy, when set, runs in each copyCommitted while it holds its
+// slot (tests only).
+var testHookCopy func()
+
 // copyCommitted writes the committed content into sf (a file opened for
 // writing without O_TRUNC is changed in place); holes stay holes.
 func (n *Node) copyCommitted(sf *stagedFile) syscall.Errno {
@@ -351,11 +356,20 @@ func (n *Node) copyCommitted(sf *stagedFile) syscall.Errno {
 	if err != nil {
 		return toErrno(err)
 	}
+	// Many writers opening their files in place at once (every rank
+	// rewriting its shard) would otherwise each hold a buffer and a
+	// reader's rebuilds at the same moment.
+	n.fsys.copySlots <- struct{}{}
+	defer func() { <-n.fsys.copySlots }()
+	if testHookCopy != nil {
+		testHookCopy()
+	}
 	err = sf.use(func(f *os.File) error {
 		if err := f.Truncate(r.Size()); err != nil {
 			return err
 		}
-		buf := make([]byte, 1<<20)
+		buf := bufpool.Get(1 << 20)
+		defer bufpool.Put(buf)
 		for off := int64(0); off < r.Size(); {
 			data, err := r.SeekExtent(off, true)
 			if err != nil {
