@@ -29,8 +29,8 @@ import (
 func TestSplitLayoutExperiment(t *testing.T) {
 	skipShortSeries(t)
 	var report strings.Builder
-	fmt.Fprintf(&report, "%-12s %-9s %-6s %8s %8s %8s %8s %8s %8s  %s\n",
-		"set", "role", "", "today", "sub", "xor", "split16", "split24", "s16|xor", "high16 / high24 bytes; decode high16 / high24 / all (ms)")
+	fmt.Fprintf(&report, "%-12s %-9s %-6s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n",
+		"set", "role", "", "today", "ref24", "ref16", "sub", "xor", "split16", "split24", "s16|xor", "high16 / high24 bytes; decode high16 / high24 / all (ms)")
 	for _, set := range []string{"adam", "sgd", "adam-stream"} {
 		s := loadSeries(t, set, "fp32", Float32)
 		roles, ok := seriesRoles(set, len(s.Files[0])/4)
@@ -60,8 +60,8 @@ func TestSplitLayoutExperiment(t *testing.T) {
 					r = sz.delta
 				}
 				p := float64(r.plain)
-				fmt.Fprintf(&report, "%-12s %-9s %-6s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f  %.4f / %.4f; %.1f / %.1f / %.1f\n",
-					set, role, kind, float64(r.today)/p, float64(r.sub)/p, float64(r.xor)/p, float64(r.split16)/p, float64(r.split24)/p, float64(r.best16)/p,
+				fmt.Fprintf(&report, "%-12s %-9s %-6s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f  %.4f / %.4f; %.1f / %.1f / %.1f\n",
+					set, role, kind, float64(r.today)/p, float64(r.trunc24)/p, float64(r.trunc16)/p, float64(r.sub)/p, float64(r.xor)/p, float64(r.split16)/p, float64(r.split24)/p, float64(r.best16)/p,
 					float64(r.high16)/p, float64(r.high24)/p, r.dec16.Seconds()*1e3, r.dec24.Seconds()*1e3, r.decAll.Seconds()*1e3)
 			}
 		}
@@ -80,7 +80,10 @@ func gatherBytes(b []byte, idx []int) []byte {
 type splitRow struct {
 	plain, today, sub, xor, split16, split24, best16 int
 	high16, high24                                   int // bytes of the high planes
-	dec16, dec24, decAll                             time.Duration
+	// today's codec against the reference's high 24 (16) bits only: what
+	// a prediction a view can rebuild would keep of it
+	trunc24, trunc16     int
+	dec16, dec24, decAll time.Duration
 }
 
 type splitSizes struct{ base, delta splitRow }
@@ -106,6 +109,25 @@ func (sz *splitSizes) add(t *testing.T, plain, ref []byte) {
 			t.Fatal(err)
 		}
 		row.today += len(enc)
+		if r != nil {
+			for _, c := range []struct {
+				keep uint
+				sum  *int
+			}{{24, &row.trunc24}, {16, &row.trunc16}} {
+				tr := make([]byte, len(r))
+				for i := 0; i+4 <= len(r); i += 4 {
+					binary.LittleEndian.PutUint32(tr[i:], binary.LittleEndian.Uint32(r[i:])&^(1<<(32-c.keep)-1))
+				}
+				e, err := cd.Encode(nil, DefaultCodec, Float32, p, tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				*c.sum += len(e)
+			}
+		} else {
+			row.trunc24 += len(enc)
+			row.trunc16 += len(enc)
+		}
 		code := func(v []uint32) ([]byte, []byte) {
 			pl := make([]byte, 4*n)
 			for i, x := range v {
