@@ -26,6 +26,28 @@ func TestLossyTierExperiment(t *testing.T) {
 	skipShortSeries(t)
 	var report strings.Builder
 	fmt.Fprintf(&report, "%-12s %-10s %-7s %7s %7s %8s  %s\n", "set", "role", "scheme", "base", "delta", "zeroed", "max error")
+	eachSeriesRole(t, func(set, role string, s seriesSet, idx []int) {
+		files := make([][]float32, len(s.Files))
+		for k, f := range s.Files {
+			files[k] = gatherFloats(f, idx)
+		}
+		for _, sc := range lossySchemes(role) {
+			base, delta, plain, zeroed, maxErr := codeTier(t, files, sc)
+			fmt.Fprintf(&report, "%-12s %-10s %-7s %7.4f %7.4f %8.2g  %.3g (%s)\n",
+				set, role, sc.name, float64(base)/float64(plain), float64(delta)/float64(plain), zeroed, maxErr, sc.errKind)
+			if sc.bound > 0 && maxErr > sc.bound {
+				t.Errorf("%s %s %s: error %.3g past the scheme's bound %.3g", set, role, sc.name, maxErr, sc.bound)
+			}
+		}
+	})
+	t.Log("\n" + report.String())
+}
+
+// eachSeriesRole calls fn with the element indices of each tensor role
+// (weights, momentum, variance) of each fp32 series of train_series.py's
+// MLP.
+func eachSeriesRole(t *testing.T, fn func(set, role string, s seriesSet, idx []int)) {
+	t.Helper()
 	for _, set := range []string{"adam", "sgd", "adam-stream"} {
 		s := loadSeries(t, set, "fp32", Float32)
 		roles, ok := seriesRoles(set, len(s.Files[0])/4)
@@ -33,25 +55,11 @@ func TestLossyTierExperiment(t *testing.T) {
 			t.Fatalf("%s: %d floats per checkpoint: not the layout of train_series.py's MLP", set, len(s.Files[0])/4)
 		}
 		for _, role := range []string{"weights", "momentum", "variance"} {
-			idx := roles[role]
-			if idx == nil {
-				continue
-			}
-			files := make([][]float32, len(s.Files))
-			for k, f := range s.Files {
-				files[k] = gatherFloats(f, idx)
-			}
-			for _, sc := range lossySchemes(role) {
-				base, delta, plain, zeroed, maxErr := codeTier(t, files, sc)
-				fmt.Fprintf(&report, "%-12s %-10s %-7s %7.4f %7.4f %8.2g  %.3g (%s)\n",
-					set, role, sc.name, float64(base)/float64(plain), float64(delta)/float64(plain), zeroed, maxErr, sc.errKind)
-				if sc.bound > 0 && maxErr > sc.bound {
-					t.Errorf("%s %s %s: error %.3g past the scheme's bound %.3g", set, role, sc.name, maxErr, sc.bound)
-				}
+			if idx := roles[role]; idx != nil {
+				fn(set, role, s, idx)
 			}
 		}
 	}
-	t.Log("\n" + report.String())
 }
 
 // seriesRoles maps each role to the element indices of a checkpoint of

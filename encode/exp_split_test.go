@@ -31,41 +31,30 @@ func TestSplitLayoutExperiment(t *testing.T) {
 	var report strings.Builder
 	fmt.Fprintf(&report, "%-12s %-9s %-6s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n",
 		"set", "role", "", "today", "ref24", "ref16", "sub", "xor", "split16", "split24", "s16|xor", "high16 / high24 bytes; decode high16 / high24 / all (ms)")
-	for _, set := range []string{"adam", "sgd", "adam-stream"} {
-		s := loadSeries(t, set, "fp32", Float32)
-		roles, ok := seriesRoles(set, len(s.Files[0])/4)
-		if !ok {
-			t.Fatalf("%s: %d floats per checkpoint: not the layout of train_series.py's MLP", set, len(s.Files[0])/4)
+	eachSeriesRole(t, func(set, role string, s seriesSet, idx []int) {
+		files := make([][]byte, len(s.Files))
+		for k, f := range s.Files {
+			files[k] = gatherBytes(f, idx)
 		}
-		for _, role := range []string{"weights", "momentum", "variance"} {
-			idx := roles[role]
-			if idx == nil {
-				continue
+		var sz splitSizes
+		for k := range files {
+			var ref []byte
+			if k > 0 {
+				ref = files[k-1]
 			}
-			files := make([][]byte, len(s.Files))
-			for k, f := range s.Files {
-				files[k] = gatherBytes(f, idx)
-			}
-			var sz splitSizes
-			for k := range files {
-				var ref []byte
-				if k > 0 {
-					ref = files[k-1]
-				}
-				sz.add(t, files[k], ref)
-			}
-			for _, kind := range []string{"base", "delta"} {
-				r := sz.base
-				if kind == "delta" {
-					r = sz.delta
-				}
-				p := float64(r.plain)
-				fmt.Fprintf(&report, "%-12s %-9s %-6s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f  %.4f / %.4f; %.1f / %.1f / %.1f\n",
-					set, role, kind, float64(r.today)/p, float64(r.trunc24)/p, float64(r.trunc16)/p, float64(r.sub)/p, float64(r.xor)/p, float64(r.split16)/p, float64(r.split24)/p, float64(r.best16)/p,
-					float64(r.high16)/p, float64(r.high24)/p, r.dec16.Seconds()*1e3, r.dec24.Seconds()*1e3, r.decAll.Seconds()*1e3)
-			}
+			sz.add(t, files[k], ref)
 		}
-	}
+		for _, kind := range []string{"base", "delta"} {
+			r := sz.base
+			if kind == "delta" {
+				r = sz.delta
+			}
+			p := float64(r.plain)
+			fmt.Fprintf(&report, "%-12s %-9s %-6s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f  %.4f / %.4f; %.1f / %.1f / %.1f\n",
+				set, role, kind, float64(r.today)/p, float64(r.trunc24)/p, float64(r.trunc16)/p, float64(r.sub)/p, float64(r.xor)/p, float64(r.split16)/p, float64(r.split24)/p, float64(r.best16)/p,
+				float64(r.high16)/p, float64(r.high24)/p, r.dec16.Seconds()*1e3, r.dec24.Seconds()*1e3, r.decAll.Seconds()*1e3)
+		}
+	})
 	t.Log("\n" + report.String())
 }
 
