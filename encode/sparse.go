@@ -68,14 +68,7 @@ func splitSparse(blk []byte, m byte, gaps, vals []byte) ([]byte, []byte) {
 
 // joinSparse expands gaps and vals into blk.
 func joinSparse(blk []byte, m byte, gaps, vals []byte) error {
-	rep := uint64(m) * 0x0101010101010101
-	i := 0
-	for ; i+8 <= len(blk); i += 8 {
-		binary.LittleEndian.PutUint64(blk[i:], rep)
-	}
-	for ; i < len(blk); i++ {
-		blk[i] = m
-	}
+	fillByte(blk, m)
 	pos, k := 0, 0
 	for _, g := range gaps {
 		if g == gapEscape {
