@@ -21,16 +21,19 @@ import (
 // coder (no groups, no scaled reference), per 64 Ki-element chunk, every
 // checkpoint of a role against the one before; "today" is the store's
 // default codec on the same chunks. It also times decoding the high planes
-// against all four. Figures with -v:
+// against all four, and a view's whole rebuild of bf16 values (the high
+// planes decoded, joined and widened) against today's exact decode.
+// Figures with -v:
 //
 //	go test -run SplitLayoutExperiment -v ./encode/
 //
-// It fails if a split coding does not rebuild the high bits it promises.
+// It fails if a split coding does not rebuild the high bits it promises,
+// or the view a value other than its bfloat16 rounded toward zero.
 func TestSplitLayoutExperiment(t *testing.T) {
 	skipShortSeries(t)
 	var report strings.Builder
 	fmt.Fprintf(&report, "%-12s %-9s %-6s %8s %8s %8s %8s %8s %8s %8s %8s  %s\n",
-		"set", "role", "", "today", "ref24", "ref16", "sub", "xor", "split16", "split24", "s16|xor", "high16 / high24 bytes; decode high16 / high24 / all (ms)")
+		"set", "role", "", "today", "ref24", "ref16", "sub", "xor", "split16", "split24", "s16|xor", "high16 / high24 bytes; decode high16 / high24 / all; view16 / today (ms)")
 	eachSeriesRole(t, func(set, role string, s seriesSet, idx []int) {
 		files := make([][]byte, len(s.Files))
 		for k, f := range s.Files {
@@ -50,9 +53,10 @@ func TestSplitLayoutExperiment(t *testing.T) {
 				r = sz.delta
 			}
 			p := float64(r.plain)
-			fmt.Fprintf(&report, "%-12s %-9s %-6s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f  %.4f / %.4f; %.1f / %.1f / %.1f\n",
+			fmt.Fprintf(&report, "%-12s %-9s %-6s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f  %.4f / %.4f; %.1f / %.1f / %.1f; %.1f / %.1f\n",
 				set, role, kind, float64(r.today)/p, float64(r.trunc24)/p, float64(r.trunc16)/p, float64(r.sub)/p, float64(r.xor)/p, float64(r.split16)/p, float64(r.split24)/p, float64(r.best16)/p,
-				float64(r.high16)/p, float64(r.high24)/p, r.dec16.Seconds()*1e3, r.dec24.Seconds()*1e3, r.decAll.Seconds()*1e3)
+				float64(r.high16)/p, float64(r.high24)/p, r.dec16.Seconds()*1e3, r.dec24.Seconds()*1e3, r.decAll.Seconds()*1e3,
+				r.view16.Seconds()*1e3, r.decToday.Seconds()*1e3)
 		}
 	})
 	t.Log("\n" + report.String())
@@ -73,6 +77,9 @@ type splitRow struct {
 	// a prediction a view can rebuild would keep of it
 	trunc24, trunc16     int
 	dec16, dec24, decAll time.Duration
+	// view16: the high planes decoded and joined into bf16 values;
+	// decToday: today's codec decoding the exact chunk
+	view16, decToday time.Duration
 }
 
 type splitSizes struct{ base, delta splitRow }
@@ -85,6 +92,12 @@ func (sz *splitSizes) add(t *testing.T, plain, ref []byte) {
 		row = &sz.delta
 	}
 	cd := NewCoder()
+	// The view's buffers, touched once: a page fault per page would
+	// cost more than the join.
+	viewBuf, refHiBuf, halfBuf := make([]byte, 4*chunkElems), make([]byte, 2*chunkElems), make([]byte, 2*chunkElems)
+	fillByte(viewBuf, 1)
+	fillByte(refHiBuf, 1)
+	fillByte(halfBuf, 1)
 	for off := 0; off < len(plain); off += 4 * chunkElems {
 		p := plain[off:min(off+4*chunkElems, len(plain))]
 		var r []byte
@@ -98,6 +111,11 @@ func (sz *splitSizes) add(t *testing.T, plain, ref []byte) {
 			t.Fatal(err)
 		}
 		row.today += len(enc)
+		decStart := time.Now()
+		if _, err := cd.Decode(nil, enc, r); err != nil {
+			t.Fatal(err)
+		}
+		row.decToday += time.Since(decStart)
 		if r != nil {
 			for _, c := range []struct {
 				keep uint
@@ -222,8 +240,53 @@ func (sz *splitSizes) add(t *testing.T, plain, ref []byte) {
 					t.Fatal(err)
 				}
 			}
-			*c.d += time.Since(start)
+			lastDecode := time.Since(start)
+			*c.d += lastDecode
+			if c.planes == 2 {
+				// The view's join: the high halves are bfloat16 values
+				// coded as the codec codes bf16 chunks (rotated sign, or
+				// a 16-bit SUB), so its 16-bit join rebuilds them from
+				// the reference's high halves; then each is widened to
+				// float32.
+				refHi := refHiBuf[:2*n]
+				if r != nil {
+					for i := 0; i < n; i++ {
+						binary.LittleEndian.PutUint16(refHi[2*i:], uint16(binary.LittleEndian.Uint32(r[4*i:])>>16))
+					}
+				}
+				view, half := viewBuf[:4*n], halfBuf[:2*n]
+				mode := modeBase
+				if r != nil {
+					mode = modeSUB
+				} else {
+					refHi = nil
+				}
+				joinStart := time.Now()
+				joinAny(half, out[2*n:4*n], refHi, n, 2, mode, 0)
+				widenBF16(view, half)
+				row.view16 += time.Since(joinStart) + lastDecode
+				for i := 0; i < n; i++ {
+					if got, want := binary.LittleEndian.Uint32(view[4*i:])>>16, binary.LittleEndian.Uint32(p[4*i:])>>16; got != want {
+						t.Fatalf("view: element %d is %#x, want %#x", i, got, want)
+					}
+				}
+			}
 		}
+	}
+}
+
+// widenBF16 writes each bfloat16 of half as the float32 it stands for,
+// four at a time.
+func widenBF16(out, half []byte) {
+	out = out[:2*len(half)]
+	i := 0
+	for ; i+8 <= len(half); i += 8 {
+		w := binary.LittleEndian.Uint64(half[i:])
+		binary.LittleEndian.PutUint64(out[2*i:], w&0xffff<<16|w&0xffff0000<<32)
+		binary.LittleEndian.PutUint64(out[2*i+8:], w>>16&0xffff0000|w>>32&0xffff0000<<32)
+	}
+	for ; i+2 <= len(half); i += 2 {
+		binary.LittleEndian.PutUint32(out[2*i:], uint32(binary.LittleEndian.Uint16(half[i:]))<<16)
 	}
 }
 
