@@ -35,7 +35,7 @@ func TestCopiesBounded(t *testing.T) {
 	m.fsys.dropUnusedCopies() // no save's staging file kept to join: each open copies
 
 	var running, peak, copies atomic.Int32
-	testHookCopy = func() {
+	hook := func() {
 		n := running.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
@@ -43,7 +43,8 @@ func TestCopiesBounded(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		running.Add(-1)
 	}
-	defer func() { testHookCopy = nil }()
+	testHookCopy.Store(&hook)
+	defer testHookCopy.Store(nil)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, files)

@@ -340,7 +340,7 @@ func (n *Node) stageTimes(sf *stagedFile, trunc bool) {
 
 // testHookCopy, when set, runs in each copyCommitted while it holds its
 // slot (tests only).
-var testHookCopy func()
+var testHookCopy atomic.Pointer[func()]
 
 // copyCommitted writes the committed content into sf (a file opened for
 // writing without O_TRUNC is changed in place); holes stay holes.
@@ -361,8 +361,8 @@ func (n *Node) copyCommitted(sf *stagedFile) syscall.Errno {
 	// reader's rebuilds at the same moment.
 	n.fsys.copySlots <- struct{}{}
 	defer func() { <-n.fsys.copySlots }()
-	if testHookCopy != nil {
-		testHookCopy()
+	if hook := testHookCopy.Load(); hook != nil {
+		(*hook)()
 	}
 	err = sf.use(func(f *os.File) error {
 		if err := f.Truncate(r.Size()); err != nil {
