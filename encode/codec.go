@@ -30,8 +30,13 @@ const (
 	// per chunk, when that predicts the chunk better (Adam's decaying
 	// second moment); otherwise planes itself (scaled.go).
 	Scaled Codec = 7
+	// Split16 is planes over the high and low 16 bits of float32 values
+	// apart, so that the high halves rebuild alone: what a view at
+	// bfloat16 precision reads (split.go). Opt-in: it stores 2-27% more
+	// than Scaled per tensor role.
+	Split16 Codec = 8
 
-	numCodecs = 8
+	numCodecs = 9
 )
 
 var codecNames = [numCodecs]string{
@@ -43,6 +48,7 @@ var codecNames = [numCodecs]string{
 	Gzip:     "gzip",
 	RLE4Gzip: "rle4gzip",
 	Scaled:   "scaled",
+	Split16:  "split16",
 }
 
 // DefaultCodec is what the store uses for tensor chunks unless told

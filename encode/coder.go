@@ -146,6 +146,8 @@ func (cd *Coder) encodePayload(dst []byte, c Codec, dt DType, plain, ref []byte)
 		return cd.encodePlanes(dst, dt, plain, ref)
 	case Scaled:
 		return cd.encodeScaled(dst, dt, plain, ref)
+	case Split16:
+		return cd.encodeSplit(dst, dt, plain, ref)
 	case DynRLE, RLE4:
 		if delta {
 			return encodeRLEDelta(dst, dt, plain, ref, c == RLE4), true, nil
@@ -236,6 +238,8 @@ func (cd *Coder) decodePayload(out []byte, h Header, payload, ref []byte) error 
 		return cd.decodePlanes(out, h.DType, payload, ref)
 	case Scaled:
 		return cd.decodeScaled(out, h.DType, payload, ref)
+	case Split16:
+		return cd.decodeSplit(out, h.DType, payload, ref)
 	case DynRLE, RLE4:
 		if delta {
 			return decodeRLEDelta(out, h.DType, payload, ref, h.Codec == RLE4)
