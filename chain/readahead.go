@@ -81,7 +81,7 @@ func (r *Reader) rebuildAhead() {
 		// No pin: a chunk of a version freed meanwhile fails its checksum
 		// and is dropped, and the free is not put off for chunks nobody
 		// will read.
-		_, _ = r.s.chunkPlain(r.id, c.Offset)
+		_, _ = r.chunkOf(c.Offset)
 	}
 }
 
@@ -95,7 +95,7 @@ func (r *Reader) nextAhead() (meta.Chunk, bool) {
 			break
 		}
 		r.ra.ahead = c.End()
-		if !c.Zeros() && !r.s.refs.Has(plaincache.Key{V: r.id, Off: c.Offset}) {
+		if !c.Zeros() && (r.view || !r.s.refs.Has(plaincache.Key{V: r.id, Off: c.Offset})) {
 			return c, true
 		}
 	}

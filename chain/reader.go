@@ -35,6 +35,7 @@ type Reader struct {
 	lastEnd int64
 	ra      readAheadState
 	noTier  bool   // SkipTier
+	view    bool   // OpenView: the bfloat16 view, not the exact bytes
 	checked uint64 // Store.freedSeq when the version was last seen to exist
 }
 
@@ -135,14 +136,14 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		// The newest version of a family is usually in the reference
 		// tier, whole: reading back a checkpoint just saved rebuilds
 		// nothing.
-		if !r.noTier {
+		if !r.noTier && !r.view {
 			if k, ok := r.s.refs.CopyAt(plaincache.Key{V: r.id, Off: c.Offset}, p[n:], off-c.Offset); ok {
 				n += k
 				off += int64(k)
 				continue
 			}
 		}
-		plain, err := r.s.chunkPlain(r.id, c.Offset)
+		plain, err := r.chunkOf(c.Offset)
 		if err != nil {
 			logrus.WithError(err).Errorf("read version %d at %d", r.id, off)
 			return n, err
@@ -163,6 +164,9 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 // account extends the running checksum of in-order reads and checks it
 // when the whole file has been read.
 func (r *Reader) account(p []byte, off int64) error {
+	if r.view {
+		return nil // a view's bytes are not the file's
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if off != r.crcOff || len(p) == 0 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/ckptfs/ckptfs/nandsim"
 )
@@ -20,7 +21,7 @@ import (
 func BenchmarkColdRead(b *testing.B) {
 	ds, files, ids := deepSeries(b, 7)
 	defer ds.Close()
-	coldReads(b, ds, files, ids, false)
+	coldReads(b, ds, files, ids, false, ds.OpenVersion)
 }
 
 // BenchmarkColdReadLarge is BenchmarkColdRead on a 64 MiB checkpoint at
@@ -41,13 +42,35 @@ func BenchmarkColdReadLarge(b *testing.B) {
 	}
 	ds, files, ids := deepSeriesIn(b, ds, 5, 16<<20)
 	defer ds.Close()
-	coldReads(b, ds, files, ids, true)
+	coldReads(b, ds, files, ids, true, ds.OpenVersion)
+}
+
+// BenchmarkViewColdRead is BenchmarkColdReadLarge's read of each depth,
+// exact and through the bfloat16 view, in a store of the default codec
+// and one of split16 (issue 51: a view reads from the high planes alone).
+func BenchmarkViewColdRead(b *testing.B) {
+	for _, c := range []encode.Codec{encode.DefaultCodec, encode.Split16} {
+		p := policy.Default()
+		p.SnapDis, p.Codec = 6, c
+		dev, err := nandsim.ConfigForSize(nandsim.SmallConfig(), 1<<30)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds, err := OpenDir(b.TempDir(), DirOptions{Options: Options{Policy: p, CacheBytes: 64 << 20}, Device: dev, NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds, files, ids := deepSeriesIn(b, ds, 5, 16<<20)
+		b.Run(c.String()+"/exact", func(b *testing.B) { coldReads(b, ds, files, ids, true, ds.OpenVersion) })
+		b.Run(c.String()+"/view", func(b *testing.B) { coldReads(b, ds, files, ids, true, ds.OpenView) })
+		ds.Close()
+	}
 }
 
 // coldReads reads each save but the newest in 1 MiB calls, the read cache
 // emptied first (and with evict, the store's files dropped from the page
 // cache).
-func coldReads(b *testing.B, ds *DirStore, files [][]byte, ids []meta.VersionID, evict bool) {
+func coldReads(b *testing.B, ds *DirStore, files [][]byte, ids []meta.VersionID, evict bool, open func(meta.VersionID) (*Reader, error)) {
 	buf := make([]byte, 1<<20)
 	for depth := 0; depth < len(ids)-1; depth++ { // the newest is in the tier
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
@@ -57,7 +80,7 @@ func coldReads(b *testing.B, ds *DirStore, files [][]byte, ids []meta.VersionID,
 				if evict {
 					evictDir(ds.Medium.Dir)
 				}
-				r, err := ds.OpenVersion(ids[depth])
+				r, err := open(ids[depth])
 				if err != nil {
 					b.Fatal(err)
 				}

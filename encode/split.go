@@ -68,13 +68,25 @@ func (cd *Coder) encodeSplit(dst []byte, dt DType, plain, ref []byte) ([]byte, b
 	return append(dst, plain[4*n:]...), ref != nil, nil
 }
 
-// cutHalves writes the high and low 16 bits of n float32 values as uint16 LE.
+// cutHalves writes the high and low 16 bits of n float32 values as uint16
+// LE, four values at a time. lo may be nil.
 func cutHalves(hi, lo, plain []byte, n int) {
-	hi, lo, plain = hi[:2*n], lo[:2*n], plain[:4*n]
-	for i := 0; i < n; i++ {
+	hi, plain = hi[:2*n], plain[:4*n]
+	n4 := n &^ 3
+	for i := 0; i < n4; i += 4 {
+		a := binary.LittleEndian.Uint64(plain[4*i:])
+		b := binary.LittleEndian.Uint64(plain[4*i+8:])
+		binary.LittleEndian.PutUint64(hi[2*i:], a>>16&0xffff|a>>48<<16|(b>>16&0xffff)<<32|b>>48<<48)
+		if lo != nil {
+			binary.LittleEndian.PutUint64(lo[2*i:], a&0xffff|(a>>32&0xffff)<<16|(b&0xffff)<<32|(b>>32&0xffff)<<48)
+		}
+	}
+	for i := n4; i < n; i++ {
 		v := binary.LittleEndian.Uint32(plain[4*i:])
 		binary.LittleEndian.PutUint16(hi[2*i:], uint16(v>>16))
-		binary.LittleEndian.PutUint16(lo[2*i:], uint16(v))
+		if lo != nil {
+			binary.LittleEndian.PutUint16(lo[2*i:], uint16(v))
+		}
 	}
 }
 
@@ -92,17 +104,49 @@ func splitLow(pl, lo, rlo []byte, n int) {
 	}
 }
 
-// joinLow inverts splitLow into lo.
-func joinLow(lo, pl, rlo []byte, n int) {
+// joinHalves writes n float32 values into out from their high halves (hi,
+// uint16 LE) and the low planes pl: raw low halves, or against ref (the
+// reference's float32 values; nil for a baseline) their zigzagged
+// differences. Four values at a time, in 16-bit lanes of a uint64.
+func joinHalves(out, hi, pl, ref []byte, n int) {
 	p0, p1 := pl[:n], pl[n:2*n]
-	for i := 0; i < n; i++ {
-		v := uint16(p0[i]) | uint16(p1[i])<<8
-		if rlo != nil {
-			d := int16(v>>1) ^ -int16(v&1)
-			v = binary.LittleEndian.Uint16(rlo[2*i:]) + uint16(d)
-		}
-		binary.LittleEndian.PutUint16(lo[2*i:], v)
+	out, hi = out[:4*n], hi[:2*n]
+	if ref != nil {
+		ref = ref[:4*n]
 	}
+	const (
+		ones = 0x0001000100010001
+		tops = 0x8000800080008000
+	)
+	n4 := n &^ 3
+	for i := 0; i < n4; i += 4 {
+		lo := spread16(binary.LittleEndian.Uint32(p0[i:])) | spread16(binary.LittleEndian.Uint32(p1[i:]))<<8
+		if ref != nil {
+			a := binary.LittleEndian.Uint64(ref[4*i:])
+			b := binary.LittleEndian.Uint64(ref[4*i+8:])
+			r := a&0xffff | (a>>32&0xffff)<<16 | (b&0xffff)<<32 | (b>>32&0xffff)<<48
+			d := lo>>1&^tops ^ (lo&ones)*0xffff   // unzigzag per lane
+			lo = (r&^tops + d&^tops) ^ (r^d)&tops // lane-wise add mod 2^16
+		}
+		h := binary.LittleEndian.Uint64(hi[2*i:])
+		binary.LittleEndian.PutUint64(out[4*i:], lo&0xffff|(h&0xffff)<<16|(lo>>16&0xffff)<<32|(h>>16&0xffff)<<48)
+		binary.LittleEndian.PutUint64(out[4*i+8:], lo>>32&0xffff|(h>>32&0xffff)<<16|(lo>>48)<<32|(h>>48)<<48)
+	}
+	for i := n4; i < n; i++ {
+		v := uint16(p0[i]) | uint16(p1[i])<<8
+		if ref != nil {
+			d := int16(v>>1) ^ -int16(v&1)
+			v = uint16(binary.LittleEndian.Uint32(ref[4*i:])) + uint16(d)
+		}
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(binary.LittleEndian.Uint16(hi[2*i:]))<<16|uint32(v))
+	}
+}
+
+// spread16 puts the four bytes of x in the low bytes of four 16-bit lanes.
+func spread16(x uint32) uint64 {
+	v := uint64(x)
+	v = (v | v<<16) & 0x0000ffff0000ffff
+	return (v | v<<8) & 0x00ff00ff00ff00ff
 }
 
 // splitPayload is a parsed split16 payload.
@@ -178,12 +222,12 @@ func (cd *Coder) decodeSplit(out []byte, dt DType, payload, ref []byte) error {
 	if dt != Float32 || n == 0 {
 		return fmt.Errorf("%w: split16 halves for a %s chunk of %d bytes", ErrCorrupt, dt, len(out))
 	}
-	cd.tmp = grow(cd.tmp, 8*n)
-	hi, lo, rhi, rlo := cd.tmp[:2*n], cd.tmp[2*n:4*n], cd.tmp[4*n:6*n], cd.tmp[6*n:8*n]
+	cd.tmp = grow(cd.tmp, 4*n)
+	hi, rhi := cd.tmp[:2*n], cd.tmp[2*n:4*n]
 	if ref != nil {
-		cutHalves(rhi, rlo, ref, n)
+		cutHalves(rhi, nil, ref, n)
 	} else {
-		rhi, rlo = nil, nil
+		rhi = nil
 	}
 	ps := &cd.pl
 	if err := ps.decodeHigh(hi, sp, rhi, n, cd.zstdInto); err != nil {
@@ -197,11 +241,7 @@ func (cd *Coder) decodeSplit(out []byte, dt DType, payload, ref []byte) error {
 	if len(tail) != len(out)-4*n {
 		return fmt.Errorf("%w: %d bytes after the planes, want %d", ErrCorrupt, len(tail), len(out)-4*n)
 	}
-	joinLow(lo, ps.buf, rlo, n)
-	for i := 0; i < n; i++ {
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(binary.LittleEndian.Uint16(hi[2*i:]))<<16|
-			uint32(binary.LittleEndian.Uint16(lo[2*i:])))
-	}
+	joinHalves(out, hi, ps.buf, ref, n)
 	copy(out[4*n:], tail)
 	return nil
 }

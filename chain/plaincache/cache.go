@@ -10,10 +10,13 @@ import (
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// Key names a chunk's plain bytes: version and file offset.
+// Key names a chunk's plain bytes: version and file offset, and whether
+// they are the chunk's view at bfloat16 precision (chain/view.go) rather
+// than its exact bytes.
 type Key struct {
-	V   meta.VersionID
-	Off int64
+	V    meta.VersionID
+	Off  int64
+	View bool
 }
 
 // Cache keeps recently rebuilt plain chunks, bounded in bytes, and makes
