@@ -12,7 +12,7 @@ import (
 )
 
 // controlDir is the read-only directory at the root that holds the live
-// report. It is not listed by readdir and no user file can take its name.
+// report, drop_caches and the precision view (view.go). It is not listed by readdir and no user file can take its name.
 const controlDir = ".ckptfs"
 
 // Inode numbers of the control nodes: far above any number the store hands
@@ -87,6 +87,10 @@ func (c *controlDirNode) Lookup(ctx context.Context, name string, out *fuse.Entr
 		c.fsys.controlAttr(&out.Attr, controlDropMode, controlDropIno)
 		return c.NewInode(ctx, dn, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: controlDropIno}), 0
 	}
+	if name == viewDirName {
+		c.fsys.controlAttr(&out.Attr, controlDirMode, controlViewIno)
+		return c.NewInode(ctx, &viewTopNode{fsys: c.fsys}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: controlViewIno}), 0
+	}
 	if name != "stats.json" {
 		return nil, syscall.ENOENT
 	}
@@ -101,6 +105,7 @@ func (c *controlDirNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.E
 		{Name: "..", Mode: syscall.S_IFDIR, Ino: uint64(chain.RootIno)},
 		{Name: "drop_caches", Mode: syscall.S_IFREG, Ino: controlDropIno},
 		{Name: "stats.json", Mode: syscall.S_IFREG, Ino: controlStatsIno},
+		{Name: viewDirName, Mode: syscall.S_IFDIR, Ino: controlViewIno},
 	}), 0
 }
 

@@ -543,8 +543,8 @@ func TestControlDir(t *testing.T) {
 	if names := readNames(t, m.dir); strings.Join(names, ",") != "f" {
 		t.Errorf("root lists %v, want only f (the control directory is hidden)", names)
 	}
-	if names := readNames(t, ctl); strings.Join(names, ",") != "drop_caches,stats.json" {
-		t.Errorf("%s lists %v, want [drop_caches stats.json]", controlDir, names)
+	if names := readNames(t, ctl); strings.Join(names, ",") != "drop_caches,stats.json,view" {
+		t.Errorf("%s lists %v, want [drop_caches stats.json view]", controlDir, names)
 	}
 	b, err := os.ReadFile(m.path(controlDir, "stats.json"))
 	if err != nil {
@@ -598,8 +598,8 @@ func TestControlDir(t *testing.T) {
 	if fi, err := os.Stat(ctl); err != nil || fi.Mode().Perm() != 0o555 {
 		t.Errorf("%s after the refused changes: %v, %v", controlDir, fi, err)
 	}
-	if names := readNames(t, ctl); strings.Join(names, ",") != "drop_caches,stats.json" {
-		t.Errorf("%s lists %v after the refused changes, want [drop_caches stats.json]", controlDir, names)
+	if names := readNames(t, ctl); strings.Join(names, ",") != "drop_caches,stats.json,view" {
+		t.Errorf("%s lists %v after the refused changes, want [drop_caches stats.json view]", controlDir, names)
 	}
 	if _, err := os.Stat(m.path("elsewhere")); !os.IsNotExist(err) {
 		t.Errorf("the control directory was renamed (stat elsewhere: %v)", err)

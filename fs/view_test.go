@@ -1,0 +1,147 @@
+package fs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// npyFloats is a NumPy .npy file of float32 values, its data at byte 128.
+func npyFloats(vals []float32) []byte {
+	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", len(vals))
+	header += strings.Repeat(" ", 117-len(header)) + "\n"
+	var b bytes.Buffer
+	b.WriteString("\x93NUMPY\x01\x00")
+	binary.Write(&b, binary.LittleEndian, uint16(len(header)))
+	b.WriteString(header)
+	binary.Write(&b, binary.LittleEndian, vals)
+	return b.Bytes()
+}
+
+// cutFloats is data with the low 16 bits of each float32 after the npy
+// header zeroed: what the bf16 view reads.
+func cutFloats(data []byte) []byte {
+	out := bytes.Clone(data)
+	for i := 128; i+4 <= len(out); i += 4 {
+		out[i], out[i+1] = 0, 0
+	}
+	return out
+}
+
+// TestViewTree: .ckptfs/view/bf16 mirrors the mount's directories and
+// regular files, read-only; each file reads (read and mmap) as its
+// committed content with its float32 values cut to bfloat16; a file saved
+// again reads its new content; nothing in the view can be changed.
+func TestViewTree(t *testing.T) {
+	m := mountStore(t, filepath.Join(t.TempDir(), "store"), true)
+	if err := os.Mkdir(m.path("run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(51))
+	vals := make([]float32, 400_000)
+	for i := range vals {
+		vals[i] = float32(rng.NormFloat64())
+	}
+	var files [][]byte
+	for k := 0; k < 4; k++ {
+		for i := range vals {
+			vals[i] += float32(rng.NormFloat64() * 1e-3)
+		}
+		data := npyFloats(vals)
+		files = append(files, data)
+		writePieces(t, m.path("run", fmt.Sprintf("ckpt-%d.npy", k)), data)
+	}
+	if err := os.Symlink("run/ckpt-0.npy", m.path("link")); err != nil {
+		t.Fatal(err)
+	}
+	writePieces(t, m.path("notes.txt"), []byte("not a tensor"))
+	view := m.path(controlDir, viewDirName, viewBF16Name)
+	if names := readNames(t, m.path(controlDir, viewDirName)); strings.Join(names, ",") != viewBF16Name {
+		t.Errorf("view directory lists %v", names)
+	}
+	if names := readNames(t, view); strings.Join(names, ",") != "notes.txt,run" {
+		t.Errorf("view lists %v, want notes.txt and run (no symlink)", names)
+	}
+	wantContent(t, filepath.Join(view, "notes.txt"), []byte("not a tensor"))
+	for k, data := range files {
+		name := filepath.Join(view, "run", fmt.Sprintf("ckpt-%d.npy", k))
+		want := cutFloats(data)
+		if bytes.Equal(want, data) {
+			t.Fatal("the test data has no low bits to cut")
+		}
+		wantContent(t, name, want)
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() != int64(len(data)) || fi.Mode().Perm()&0o222 != 0 {
+			t.Errorf("%s: size %d mode %v, want %d read-only", name, fi.Size(), fi.Mode(), len(data))
+		}
+		mapped := mmapRead(t, name, len(data))
+		if !bytes.Equal(mapped, want) {
+			t.Errorf("%s: mapped view differs", name)
+		}
+		wantContent(t, m.path("run", fmt.Sprintf("ckpt-%d.npy", k)), data) // the file itself is exact
+	}
+	// Saved again: the view follows.
+	for i := range vals {
+		vals[i] = float32(math.Sin(float64(i)))
+	}
+	again := npyFloats(vals)
+	writePieces(t, m.path("run", "ckpt-0.npy"), again)
+	wantContent(t, filepath.Join(view, "run", "ckpt-0.npy"), cutFloats(again))
+
+	f := filepath.Join(view, "run", "ckpt-1.npy")
+	_, openErr := os.OpenFile(f, os.O_WRONLY, 0)
+	_, createErr := os.Create(filepath.Join(view, "new"))
+	for _, c := range []struct {
+		what string
+		err  error
+	}{
+		{"open for writing", openErr},
+		{"create", createErr},
+		{"unlink", syscall.Unlink(f)},
+		{"truncate", syscall.Truncate(f, 0)},
+		{"chmod", syscall.Chmod(f, 0o644)},
+		{"rename", syscall.Rename(f, filepath.Join(view, "run", "x"))},
+		{"mkdir", syscall.Mkdir(filepath.Join(view, "d"), 0o755)},
+		{"rmdir", syscall.Rmdir(filepath.Join(view, "run"))},
+		{"rmdir bf16", syscall.Rmdir(view)},
+	} {
+		if c.err == nil {
+			t.Errorf("%s in the view succeeded, want it refused", c.what)
+		}
+	}
+	wantContent(t, m.path("run", "ckpt-1.npy"), files[1])
+	if _, err := os.Stat(filepath.Join(view, "link")); !os.IsNotExist(err) {
+		t.Errorf("symlink in the view: %v, want ENOENT", err)
+	}
+}
+
+// mmapRead maps a file and copies n bytes out of the mapping.
+func mmapRead(t *testing.T, name string, n int) []byte {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A mapping past the end faults (SIGBUS), and a test process that
+	// dies serving its own mount hangs: check the size first.
+	if fi, err := f.Stat(); err != nil || fi.Size() < int64(n) {
+		t.Fatalf("%s: stat %v, %v: shorter than %d", name, fi, err, n)
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, n, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(b)
+	return bytes.Clone(b)
+}
