@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Check the bfloat16 view of a checkpoint series (ckptfs issue 51).
+
+  view_check.py check VIEWDIR EXPECT   every file of VIEWDIR (a series that
+                                       tier_check.py write made, read under
+                                       .ckptfs/view/bf16/) loads with
+                                       torch.load, torch.load(mmap=True) and
+                                       safetensors' safe_open; each float32
+                                       tensor is its exact value (EXPECT)
+                                       with the low 16 bits of every value
+                                       zeroed; the other values are exact.
+  view_check.py time EXACT VIEW REPS MOUNT
+                                       read each file whole, cold (the
+                                       mount's caches and the page cache
+                                       dropped first), alternating; prints
+                                       the medians in seconds.
+"""
+import os
+import statistics
+import sys
+import time
+
+import torch
+from safetensors import safe_open
+
+
+def cut(t):
+    """t with the low 16 bits of every float32 value zeroed."""
+    return (t.contiguous().view(torch.int32) & -65536).view(torch.float32)
+
+
+def same(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def check(d, expect_path):
+    expect = torch.load(expect_path)
+    names = sorted(os.listdir(d))
+    if not names:
+        sys.exit("%s: empty" % d)
+    for name in names:
+        p = os.path.join(d, name)
+        i = int(name.split("-")[1].split(".")[0])
+        want = {k: cut(v) for k, v in expect[i].items()}
+        if name.endswith(".pt"):
+            want["optimizer.exp_avg"] = cut(expect[i]["layer.1.weight"] * 0.1)
+            for mmap in (False, True):
+                got = torch.load(p, mmap=mmap)
+                tensors = dict(got["model"])
+                tensors["optimizer.exp_avg"] = got["optimizer"]["exp_avg"]
+                if got["step"] != i or got["optimizer"]["lr"] != 1e-3:
+                    sys.exit("%s: non-tensor values changed" % name)
+                for k in want:
+                    if not same(tensors[k], want[k]):
+                        sys.exit("%s (mmap=%s): %s is not its exact value cut to bfloat16" % (name, mmap, k))
+        else:
+            with safe_open(p, framework="pt") as f:
+                keys = sorted(f.keys())
+                if keys != sorted(want):
+                    sys.exit("%s: tensors %s" % (name, keys))
+                for k in keys:
+                    if not same(f.get_tensor(k), want[k]):
+                        sys.exit("%s: %s is not its exact value cut to bfloat16" % (name, k))
+    print(len(names))
+
+
+def cold_read(path, mount):
+    with open(os.path.join(mount, ".ckptfs", "drop_caches"), "w") as f:
+        f.write("1")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        start = time.perf_counter()
+        while os.read(fd, 1 << 20):
+            pass
+        return time.perf_counter() - start
+    finally:
+        os.close(fd)
+
+
+def timing(exact, view, reps, mount):
+    te, tv = [], []
+    for _ in range(reps):
+        te.append(cold_read(exact, mount))
+        tv.append(cold_read(view, mount))
+    me, mv = statistics.median(te), statistics.median(tv)
+    print("exact %.4f view %.4f ratio %.3f" % (me, mv, mv / me))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "check":
+        check(sys.argv[2], sys.argv[3])
+    else:
+        timing(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
