@@ -83,6 +83,16 @@ func Inspect(enc []byte) (Header, error) {
 }
 
 func parseHeader(enc []byte) (Header, error) {
+	h, err := parseHeaderPrefix(enc)
+	if err == nil && len(enc) < h.EncodedLen {
+		return h, fmt.Errorf("%w: payload truncated (%d of %d bytes)", ErrCorrupt, len(enc)-headerLen, h.EncodedLen-headerLen)
+	}
+	return h, err
+}
+
+// parseHeaderPrefix is parseHeader of the first bytes of a chunk: all of
+// its checks but that the payload is all there.
+func parseHeaderPrefix(enc []byte) (Header, error) {
 	var h Header
 	if len(enc) < headerLen {
 		return h, fmt.Errorf("%w: %d bytes, shorter than a header", ErrCorrupt, len(enc))
@@ -115,9 +125,6 @@ func parseHeader(enc []byte) (Header, error) {
 	h.PlainLen = int(plain)
 	h.HeaderLen = headerLen
 	h.EncodedLen = headerLen + int(payload)
-	if len(enc) < h.EncodedLen {
-		return h, fmt.Errorf("%w: payload truncated (%d of %d bytes)", ErrCorrupt, len(enc)-headerLen, payload)
-	}
 	if !h.Delta && uint64(plain) > (uint64(payload)+1)*maxBaselineRatio {
 		return h, fmt.Errorf("%w: %d plain bytes cannot come from a %d-byte payload", ErrCorrupt, plain, payload)
 	}

@@ -246,15 +246,40 @@ func (cd *Coder) decodeSplit(out []byte, dt DType, payload, ref []byte) error {
 	return nil
 }
 
-// HighViewable reports whether DecodeHigh16 can rebuild the chunk enc: a
-// split16 chunk of float32 elements, or one equal to its reference.
-func HighViewable(enc []byte) bool {
-	h, err := parseHeader(enc)
-	if err != nil || h.Codec != Split16 || h.DType != Float32 || h.PlainLen < 4 {
-		return false
+// HighProbeLen is how many of a chunk's first bytes HighPrefixLen needs.
+const HighProbeLen = headerLen + splitHeaderLen
+
+// HighPrefixLen reports whether DecodeHigh16 can rebuild the chunk whose
+// first bytes are probe (at least HighProbeLen of them, or the whole
+// chunk): a split16 chunk of float32 elements, or one equal to its
+// reference. need is how many of its bytes it reads: the header and the
+// high records, or the whole chunk when plain bytes follow the last
+// element (they are stored at its end).
+func HighPrefixLen(probe []byte) (need int, ok bool) {
+	h, err := parseHeaderPrefix(probe)
+	if err != nil || h.Codec != Split16 || h.DType != Float32 || h.PlainLen < 4 || h.EncodedLen == h.HeaderLen {
+		return 0, false
 	}
-	payload := enc[h.HeaderLen:h.EncodedLen]
-	return len(payload) > 0 && payload[0] != s16Planes
+	payload := probe[h.HeaderLen:min(len(probe), h.EncodedLen)]
+	switch {
+	case len(payload) == 0 || payload[0] == s16Planes:
+		return 0, false
+	case payload[0] == s16Same || h.PlainLen%4 != 0:
+		return h.EncodedLen, true
+	case len(payload) < splitHeaderLen:
+		return 0, false
+	}
+	need = h.HeaderLen + splitHeaderLen + int(binary.LittleEndian.Uint32(payload[1:]))
+	if need > h.EncodedLen {
+		return 0, false
+	}
+	return need, true
+}
+
+// HighViewable reports whether DecodeHigh16 can rebuild the chunk enc.
+func HighViewable(enc []byte) bool {
+	_, ok := HighPrefixLen(enc)
+	return ok
 }
 
 // HighLen is the length of a chunk of plain bytes in its high form: the
@@ -263,11 +288,12 @@ func HighViewable(enc []byte) bool {
 func HighLen(plainLen int) int { return 2*(plainLen/4) + plainLen%4 }
 
 // DecodeHigh16 appends to dst the high form (HighLen) of the split16 chunk
-// enc, given its reference's high form for a delta, reading only the high
-// planes. verify checks the high halves against the chunk's checksum of
-// them (the tail is not covered: it is stored plain, and the chunk's own
-// checksum covers it in an exact read). A view of the chunk's values cut
-// to bfloat16 precision is WidenHigh of it.
+// enc, or of its first HighPrefixLen bytes, given its reference's high
+// form for a delta, reading only the high planes. verify checks the high
+// halves against the chunk's checksum of them (the tail is not covered:
+// it is stored plain, and the chunk's own checksum covers it in an exact
+// read). A view of the chunk's values cut to bfloat16 precision is
+// WidenHigh of it.
 func DecodeHigh16(dst, enc, refHigh []byte, verify bool) ([]byte, error) {
 	cd := getCoder()
 	defer putCoder(cd)
@@ -275,15 +301,22 @@ func DecodeHigh16(dst, enc, refHigh []byte, verify bool) ([]byte, error) {
 }
 
 func (cd *Coder) decodeHigh16(dst, enc, refHigh []byte, verify bool) ([]byte, error) {
-	h, err := parseHeader(enc)
+	h, err := parseHeaderPrefix(enc)
 	if err != nil {
 		return dst, fmt.Errorf("decode high halves: %w", err)
 	}
-	if len(enc) != h.EncodedLen {
-		return dst, fmt.Errorf("decode high halves: %w: %d bytes after the payload", ErrCorrupt, len(enc)-h.EncodedLen)
-	}
 	if h.Codec != Split16 || h.DType != Float32 || h.PlainLen < 4 {
 		return dst, fmt.Errorf("decode high halves: %w: a %s %s chunk of %d bytes", ErrUnsupported, h.Codec, h.DType, h.PlainLen)
+	}
+	need, ok := HighPrefixLen(enc)
+	if !ok {
+		if len(enc) < h.EncodedLen {
+			return dst, fmt.Errorf("decode high halves: %w: %d bytes of a %d-byte chunk", ErrCorrupt, len(enc), h.EncodedLen)
+		}
+		return dst, fmt.Errorf("decode high halves: %w: no high records", ErrUnsupported)
+	}
+	if len(enc) < need || len(enc) > h.EncodedLen {
+		return dst, fmt.Errorf("decode high halves: %w: %d bytes given, %d needed of %d", ErrCorrupt, len(enc), need, h.EncodedLen)
 	}
 	cd.largest = max(cd.largest, h.PlainLen)
 	n, hl := h.PlainLen/4, HighLen(h.PlainLen)
@@ -297,12 +330,9 @@ func (cd *Coder) decodeHigh16(dst, enc, refHigh []byte, verify bool) ([]byte, er
 	start := len(dst)
 	dst = grow(dst, start+hl)
 	out := dst[start:]
-	switch sp.mode {
-	case s16Same:
+	if sp.mode == s16Same {
 		copy(out, refHigh)
 		return dst, nil
-	case s16Planes:
-		return dst[:start], fmt.Errorf("decode high halves: %w: a planes payload", ErrUnsupported)
 	}
 	var rhi []byte
 	if h.Delta {
@@ -311,11 +341,12 @@ func (cd *Coder) decodeHigh16(dst, enc, refHigh []byte, verify bool) ([]byte, er
 	if err := cd.pl.decodeHigh(out[:2*n], sp, rhi, n, cd.zstdInto); err != nil {
 		return dst[:start], fmt.Errorf("decode high halves: %w", err)
 	}
-	tailLen := h.PlainLen - 4*n
-	if len(sp.rest) < tailLen {
-		return dst[:start], fmt.Errorf("decode high halves: %w: tail truncated", ErrCorrupt)
+	if tailLen := h.PlainLen - 4*n; tailLen > 0 {
+		if len(enc) != h.EncodedLen || len(sp.rest) < tailLen {
+			return dst[:start], fmt.Errorf("decode high halves: %w: tail missing", ErrCorrupt)
+		}
+		copy(out[2*n:], sp.rest[len(sp.rest)-tailLen:])
 	}
-	copy(out[2*n:], sp.rest[len(sp.rest)-tailLen:])
 	if verify {
 		if got := checksum(out[:2*n]); got != sp.crc {
 			return dst[:start], fmt.Errorf("decode high halves: %w: crc %08x, want %08x", ErrChecksum, got, sp.crc)

@@ -60,6 +60,20 @@ func TestSplit16HighChain(t *testing.T) {
 				if len(high) != HighLen(len(plain)) {
 					t.Fatalf("high form of %d bytes, want %d", len(high), HighLen(len(plain)))
 				}
+				// From the prefix a view reads: the same high form.
+				need, ok := HighPrefixLen(enc[:min(len(enc), HighProbeLen)])
+				if !ok || need > len(enc) {
+					t.Fatalf("%s n=%d depth %d: prefix %d, %t of %d", kind, n, d, need, ok, len(enc))
+				}
+				fromPrefix, err := DecodeHigh16(nil, enc[:need], refHigh, true)
+				if err != nil || !bytes.Equal(fromPrefix, high) {
+					t.Fatalf("%s n=%d depth %d: from the %d-byte prefix: %v", kind, n, d, need, err)
+				}
+				if need < len(enc) {
+					if _, err := DecodeHigh16(nil, enc[:need-1], refHigh, true); err == nil {
+						t.Fatalf("%s n=%d depth %d: a prefix one byte short decoded", kind, n, d)
+					}
+				}
 				view := make([]byte, len(plain))
 				WidenHigh(view, high)
 				want := bytes.Clone(plain)
@@ -145,10 +159,14 @@ func FuzzDecodeHigh16(f *testing.F) {
 		if h, err := Inspect(enc); err == nil && h.PlainLen > 1<<24 {
 			return
 		}
+		full := enc
 		var refHigh []byte
 		if useRef {
 			refHigh = make([]byte, HighLen(len(ref)))
 			HighForm(refHigh, ref)
+		}
+		if need, ok := HighPrefixLen(enc); ok && need < len(enc) {
+			enc = enc[:need] // what a view reads
 		}
 		high, err := DecodeHigh16(nil, enc, refHigh, true)
 		if err != nil {
@@ -165,7 +183,7 @@ func FuzzDecodeHigh16(f *testing.F) {
 		if useRef {
 			r = ref
 		}
-		if out, err := Decode(nil, enc, r); err == nil {
+		if out, err := Decode(nil, full, r); err == nil {
 			want := make([]byte, len(high))
 			HighForm(want, out)
 			if !bytes.Equal(high, want) {

@@ -9,10 +9,14 @@
                                        tensor is its exact value (EXPECT)
                                        with the low 16 bits of every value
                                        zeroed; the other values are exact.
-  view_check.py time EXACT VIEW REPS MOUNT
+  view_check.py save DIR N             N checkpoints of bench_torchio.py's
+                                       training (119 MiB each: weights and
+                                       both Adam moments), DIR/ckpt-K.pt
+  view_check.py time EXACT VIEW REPS MOUNT STORE
                                        read each file whole, cold (the
                                        mount's caches and the page cache
-                                       dropped first), alternating; prints
+                                       dropped first), alternating, in 1 MiB
+                                       reads and with torch.load; prints
                                        the medians in seconds.
 """
 import os
@@ -64,31 +68,52 @@ def check(d, expect_path):
     print(len(names))
 
 
-def cold_read(path, mount):
-    with open(os.path.join(mount, ".ckptfs", "drop_caches"), "w") as f:
-        f.write("1")
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        start = time.perf_counter()
-        while os.read(fd, 1 << 20):
-            pass
-        return time.perf_counter() - start
-    finally:
-        os.close(fd)
+def save(d, n):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_torchio import training
+    model, opt, train = training(40000, 256, 512)
+    for k in range(n):
+        train(5)
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": k},
+                   os.path.join(d, "ckpt-%d.pt" % k))
 
 
-def timing(exact, view, reps, mount):
-    te, tv = [], []
-    for _ in range(reps):
-        te.append(cold_read(exact, mount))
-        tv.append(cold_read(view, mount))
-    me, mv = statistics.median(te), statistics.median(tv)
-    print("exact %.4f view %.4f ratio %.3f" % (me, mv, mv / me))
+def cold(path, mount, store, how):
+    """Seconds to read path cold: the daemon's rebuilt chunks, and the
+    pages of the file and of every file of the store (the simulated
+    device, staging files), dropped first."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_torchio import drop_daemon_caches, evict_tree
+    drop_daemon_caches(mount)
+    evict_tree(store)
+    start = time.perf_counter()  # a read copy is rebuilt at the open
+    if how == "read":
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while os.read(fd, 1 << 20):
+                pass
+        finally:
+            os.close(fd)
+    else:
+        torch.load(path)
+    return time.perf_counter() - start
+
+
+def timing(exact, view, reps, mount, store):
+    for how in ("read", "torch.load"):
+        te, tv = [], []
+        for r in range(reps):
+            pair = [(exact, te), (view, tv)]
+            for path, out in (pair if r % 2 == 0 else pair[::-1]):
+                out.append(cold(path, mount, store, how))
+        me, mv = statistics.median(te), statistics.median(tv)
+        print("%-10s exact %.3f view %.3f view/exact %.3f" % (how, me, mv, mv / me))
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "save":
+        save(sys.argv[2], int(sys.argv[3]))
     else:
-        timing(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        timing(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
