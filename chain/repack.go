@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 
+	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 	"github.com/sirupsen/logrus"
@@ -43,6 +44,15 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 	}
 	if o.ExactNewest < 0 || o.ExactEvery < 0 {
 		return nil, fmt.Errorf("repack: exact tier of the newest %d and every %d-th", o.ExactNewest, o.ExactEvery)
+	}
+	if o.Codec != nil {
+		if o.DryRun {
+			return nil, fmt.Errorf("repack: a codec change is not measured by a dry run")
+		}
+		if err := s.OverridePolicy(policy.Policy{Codec: *o.Codec}, []string{"codec"}); err != nil {
+			return nil, fmt.Errorf("repack: codec %s: %w", *o.Codec, err)
+		}
+		rep.Codec = o.Codec.String()
 	}
 	before, err := s.chainFigures()
 	if err != nil {
@@ -92,6 +102,11 @@ type RepackOptions struct {
 	// may code it against (1: the one before only, chains); 0 chooses 4,
 	// narrowed where MaxDepth would make the plan's states too many.
 	Window int
+	// Codec, if set, becomes the store's tensor codec (recorded, as a
+	// mount's --codec is), and every exact file coded otherwise is re-coded
+	// with it: split16 (encode.Split16) lets the precision view decode the
+	// high planes alone.
+	Codec *encode.Codec
 	// afterSwap, in tests, runs after each version is swapped in; an error
 	// stops the repack there, as a kill would.
 	afterSwap func(swapped int) error
@@ -116,8 +131,10 @@ type RepackReport struct {
 	Window   int  `json:"window"`
 	DryRun   bool `json:"dry_run"`
 	// Lossy and Bound: the tier's scheme and what it keeps ("" exact).
-	Lossy    string         `json:"lossy,omitempty"`
-	Bound    string         `json:"bound,omitempty"`
+	Lossy string `json:"lossy,omitempty"`
+	Bound string `json:"bound,omitempty"`
+	// Codec is the tensor codec the repack changed the store to ("" none).
+	Codec    string         `json:"codec,omitempty"`
 	Families []RepackFamily `json:"families"`
 	// Stored bytes (encoded, every version kept) and the most chunks a read
 	// of any file decodes per chunk, before and after.
@@ -286,7 +303,16 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 			row.FarDeltas++
 		}
 	}
-	if row.Tiered == 0 && worstBefore <= o.MaxDepth && planned >= fam.stored {
+	codec := s.Policy().Codec.String()
+	recoding := 0 // exact files the codec change re-codes
+	if o.Codec != nil {
+		for _, i := range exactSeq {
+			if plans[i].v.Codec != codec {
+				recoding++
+			}
+		}
+	}
+	if row.Tiered == 0 && recoding == 0 && worstBefore <= o.MaxDepth && planned >= fam.stored {
 		row.Kept = true
 		return row, nil
 	}
@@ -303,7 +329,7 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 	// turn lossy.
 	for _, i := range exactSeq {
 		p := plans[i]
-		if p.v.Ref == p.want {
+		if p.v.Ref == p.want && (o.Codec == nil || p.v.Codec == codec) {
 			continue
 		}
 		if err := s.recodeAndSwap(p.v, p.want, recodeOptions{}, o, rep, row); err != nil {
@@ -622,7 +648,7 @@ func (s *Store) applyLossyPart(plans []filePlan, part []int, o RepackOptions, re
 // that codes no chunk against ref costs noCoding (it is a baseline, counted
 // as one).
 func (s *Store) codingSize(v meta.Version, ref meta.VersionID, opts recodeOptions, rep *RepackReport) (int64, error) {
-	if v.Ref == ref && !opts.lossySelf && !opts.lossyRef {
+	if v.Ref == ref && !opts.lossySelf && !opts.lossyRef && v.Codec == s.Policy().Codec.String() {
 		return v.PackBytes, nil
 	}
 	opts.measureOnly = true

@@ -38,11 +38,11 @@ type repackOutput struct {
 func newRepackCommand() *cobra.Command {
 	var store string
 	var maxDepth, window, exactNewest, exactEvery int
-	var lossy string
+	var lossy, codec string
 	var families []string
 	var dryRun, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "repack --store DIR [--max-depth K] [--window W] [--family PATTERN]... [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
+		Use:   "repack --store DIR [--max-depth K] [--window W] [--family PATTERN]... [--codec C] [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
 		Short: "Re-plan a finished run: fewest stored bytes with reads bounded to K+1 decodes",
 		Long: `repack re-plans the chains of an unmounted store. For each family (a
 checkpoint series) it chooses which files are stored whole and which as deltas
@@ -57,6 +57,12 @@ again finishes the plan. Versions kept only as references (of files rewritten
 in place) are freed when no file needs them. Every file reads back
 byte-identical. The re-coding's writes are charged to the simulated SSD like
 any save's, and the summary says how many saves of the run they cost.
+
+--codec C re-codes every exact file with tensor codec C and makes C the
+store's codec for the mounts to come. --codec split16 is what the precision
+view (.ckptfs/view/bf16 in a mount) reads fastest: it decodes the high 16
+bits of each float32 alone. It stores more than the default codec (2-27% per
+tensor role; docs/ARCHIVE.md), and no dry run measures it.
 
 --lossy bf16 is an archive tier, and the only way anything in ckptfs becomes
 lossy: in each family, every file but the newest --exact-newest (3) and every
@@ -88,6 +94,16 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 			}
 			opts := chain.RepackOptions{MaxDepth: maxDepth, Window: window, DryRun: dryRun, ExactNewest: exactNewest,
 				ExactEvery: exactEvery, Families: families}
+			if codec != "" {
+				c, err := encode.ParseCodec(codec)
+				if err != nil {
+					return fmt.Errorf("--codec: %w", err)
+				}
+				if dryRun {
+					return errors.New("--codec: a dry run does not measure another codec")
+				}
+				opts.Codec = &c
+			}
 			if lossy != "" {
 				if opts.Lossy, err = encode.LossyByName(lossy); err != nil {
 					return fmt.Errorf("--lossy: %w", err)
@@ -133,6 +149,7 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 	cmd.Flags().IntVar(&window, "window", 4, "how many of the files saved just before a file it may be coded against (1: the one before only); narrowed at large --max-depth")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan and print, write nothing")
 	cmd.Flags().StringArrayVar(&families, "family", nil, "only the families whose names match this pattern (as ckptfs stats prints them, e.g. 'run/checkpoint-#/*'); repeatable")
+	cmd.Flags().StringVar(&codec, "codec", "", "re-code every exact file with this tensor codec, and make it the store's (split16: what the bf16 view reads fastest)")
 	cmd.Flags().StringVar(&lossy, "lossy", "", "archive tier: round the float32 tensors of files outside the exact tier (bf16); nothing is lossy without it")
 	cmd.Flags().IntVar(&exactNewest, "exact-newest", 3, "with --lossy: the newest files of each family that stay exact")
 	cmd.Flags().IntVar(&exactEvery, "exact-every", 0, "with --lossy: also keep every M-th file of each family exact (0: none)")
@@ -149,6 +166,9 @@ func printRepack(w io.Writer, store string, o *repackOutput) {
 	fmt.Fprintf(w, "%s %s: at most %d %s per chain (a read decodes at most %d %s per chunk), deltas against the %d %s before\n",
 		verb, store, r.MaxDepth, plural(r.MaxDepth, "delta", "deltas"), r.MaxDepth+1, plural(r.MaxDepth+1, "chunk", "chunks"),
 		r.Window, plural(r.Window, "file", "files"))
+	if r.Codec != "" {
+		fmt.Fprintf(w, "codec %s: every exact file re-coded with it; the store's codec from now on\n", r.Codec)
+	}
 	if r.Lossy != "" {
 		fmt.Fprintf(w, "LOSSY tier %s: %s\n", r.Lossy, r.Bound)
 	}
