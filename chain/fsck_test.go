@@ -9,6 +9,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/policy"
+	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 )
 
@@ -22,7 +23,11 @@ func hasProblem(rep *CheckReport, kind string) bool {
 }
 
 func twoVersions(t *testing.T, dir string) (*DirStore, *FileInfo, *FileInfo) {
-	ds := openTestStore(t, dir, policy.Default())
+	return twoVersionsWith(t, dir, policy.Default())
+}
+
+func twoVersionsWith(t *testing.T, dir string, p policy.Policy) (*DirStore, *FileInfo, *FileInfo) {
+	ds := openTestStore(t, dir, p)
 	series := ckpttest.TrainingSeries(11, 60_000, 2)
 	i1 := writeFile(t, ds.Store, "ckpt-1.npy", ckpttest.NpyFile(series[0]), 1<<20)
 	i2 := writeFile(t, ds.Store, "ckpt-2.npy", ckpttest.NpyFile(series[1]), 1<<20)
@@ -71,8 +76,16 @@ func TestFsckFindsLeakedExtent(t *testing.T) {
 }
 
 func TestFsckAndReadsFindCorruptChunk(t *testing.T) {
+	for _, c := range []encode.Codec{encode.DefaultCodec, encode.Split16} {
+		t.Run(c.String(), func(t *testing.T) { corruptChunkFound(t, c) })
+	}
+}
+
+func corruptChunkFound(t *testing.T, c encode.Codec) {
 	dir := t.TempDir()
-	ds, f1, f2 := twoVersions(t, dir)
+	p := policy.Default()
+	p.Codec = c
+	ds, f1, f2 := twoVersionsWith(t, dir, p)
 	var pack []meta.Extent
 	_ = ds.DB.View(func(tx *meta.Tx) error {
 		v, err := tx.Version(f1.Version)
@@ -97,7 +110,7 @@ func TestFsckAndReadsFindCorruptChunk(t *testing.T) {
 	}
 	f.Close()
 
-	ds = openTestStore(t, dir, policy.Default())
+	ds = openTestStore(t, dir, p)
 	defer ds.Close()
 	rep, err := ds.Check(true)
 	if err != nil {

@@ -49,6 +49,9 @@ func (s *Store) rebuild(id meta.VersionID, off int64, pooled bool) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	if plain, ok, err := s.rebuildSplitForm(links, pooled); ok || err != nil {
+		return plain, err
+	}
 	var ref []byte
 	for i := len(links) - 1; i >= 0; i-- {
 		recycled := i > 0 || pooled
@@ -156,8 +159,9 @@ const maxZeroRebuild = 256 << 20
 
 // versionLayout is the immutable part of a version that rebuilds need.
 type versionLayout struct {
-	pack []meta.Extent
-	ref  meta.VersionID
+	pack  []meta.Extent
+	ref   meta.VersionID
+	codec string // the tensor codec its chunks were coded with
 }
 
 // chunkRecord finds a chunk and its version's layout in the metadata.
@@ -169,7 +173,7 @@ func (s *Store) chunkRecord(id meta.VersionID, off int64) (versionLayout, meta.C
 		if err != nil {
 			return err
 		}
-		lay = versionLayout{pack: v.Pack, ref: v.Ref}
+		lay = versionLayout{pack: v.Pack, ref: v.Ref, codec: v.Codec}
 		c, err = tx.ChunkAt(id, off)
 		return err
 	})

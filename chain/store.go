@@ -103,12 +103,14 @@ type Store struct {
 	rebuilt    atomic.Int64 // chunks decoded from the device (reconstruct.go)
 	// viewsFromHigh counts view chunks rebuilt from high planes alone (view.go).
 	viewsFromHigh atomic.Int64
-	committing    committingFamilies
-	pinMu         sync.Mutex
-	pins          map[meta.VersionID]int
-	deferred      map[meta.VersionID]bool // pinned versions whose release waits
-	freeing       map[meta.VersionID]bool // freed by a transaction not yet committed
-	freedSeq      atomic.Uint64           // versions freed (committed) so far
+	// splitForms counts chunks rebuilt in split form (splitform.go).
+	splitForms atomic.Int64
+	committing committingFamilies
+	pinMu      sync.Mutex
+	pins       map[meta.VersionID]int
+	deferred   map[meta.VersionID]bool // pinned versions whose release waits
+	freeing    map[meta.VersionID]bool // freed by a transaction not yet committed
+	freedSeq   atomic.Uint64           // versions freed (committed) so far
 	// readAhead's goroutines hold pins: Close stops and waits for them.
 	ahead   sync.WaitGroup
 	closing atomic.Bool

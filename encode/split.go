@@ -104,41 +104,67 @@ func splitLow(pl, lo, rlo []byte, n int) {
 	}
 }
 
-// joinHalves writes n float32 values into out from their high halves (hi,
-// uint16 LE) and the low planes pl: raw low halves, or against ref (the
-// reference's float32 values; nil for a baseline) their zigzagged
-// differences. Four values at a time, in 16-bit lanes of a uint64.
-func joinHalves(out, hi, pl, ref []byte, n int) {
-	p0, p1 := pl[:n], pl[n:2*n]
-	out, hi = out[:4*n], hi[:2*n]
-	if ref != nil {
-		ref = ref[:4*n]
-	}
+// lowLanes returns the four low halves at element i (uint16 lanes of a
+// uint64) from the low planes p0, p1: raw, or, against the reference's
+// low halves rlo (nil for a baseline), their zigzagged differences.
+func lowLanes(p0, p1, rlo []byte, i int) uint64 {
 	const (
 		ones = 0x0001000100010001
 		tops = 0x8000800080008000
 	)
+	lo := spread16(binary.LittleEndian.Uint32(p0[i:])) | spread16(binary.LittleEndian.Uint32(p1[i:]))<<8
+	if rlo != nil {
+		r := binary.LittleEndian.Uint64(rlo[2*i:])
+		d := lo>>1&^tops ^ (lo&ones)*0xffff   // unzigzag per lane
+		lo = (r&^tops + d&^tops) ^ (r^d)&tops // lane-wise add mod 2^16
+	}
+	return lo
+}
+
+// lowOne is lowLanes of one element.
+func lowOne(p0, p1, rlo []byte, i int) uint16 {
+	v := uint16(p0[i]) | uint16(p1[i])<<8
+	if rlo != nil {
+		d := int16(v>>1) ^ -int16(v&1)
+		v = binary.LittleEndian.Uint16(rlo[2*i:]) + uint16(d)
+	}
+	return v
+}
+
+// joinLow writes the n low halves (uint16 LE) into lo from the low planes
+// pl, against the reference's low halves rlo (nil for a baseline).
+func joinLow(lo, pl, rlo []byte, n int) {
+	p0, p1, lo := pl[:n], pl[n:2*n], lo[:2*n]
+	if rlo != nil {
+		rlo = rlo[:2*n]
+	}
 	n4 := n &^ 3
 	for i := 0; i < n4; i += 4 {
-		lo := spread16(binary.LittleEndian.Uint32(p0[i:])) | spread16(binary.LittleEndian.Uint32(p1[i:]))<<8
-		if ref != nil {
-			a := binary.LittleEndian.Uint64(ref[4*i:])
-			b := binary.LittleEndian.Uint64(ref[4*i+8:])
-			r := a&0xffff | (a>>32&0xffff)<<16 | (b&0xffff)<<32 | (b>>32&0xffff)<<48
-			d := lo>>1&^tops ^ (lo&ones)*0xffff   // unzigzag per lane
-			lo = (r&^tops + d&^tops) ^ (r^d)&tops // lane-wise add mod 2^16
-		}
+		binary.LittleEndian.PutUint64(lo[2*i:], lowLanes(p0, p1, rlo, i))
+	}
+	for i := n4; i < n; i++ {
+		binary.LittleEndian.PutUint16(lo[2*i:], lowOne(p0, p1, rlo, i))
+	}
+}
+
+// joinHalves writes n float32 values into out from their high halves (hi,
+// uint16 LE) and the low planes pl, against the reference's low halves
+// rlo (nil for a baseline): joinLow and the interleave in one pass.
+func joinHalves(out, hi, pl, rlo []byte, n int) {
+	p0, p1 := pl[:n], pl[n:2*n]
+	out, hi = out[:4*n], hi[:2*n]
+	if rlo != nil {
+		rlo = rlo[:2*n]
+	}
+	n4 := n &^ 3
+	for i := 0; i < n4; i += 4 {
+		lo := lowLanes(p0, p1, rlo, i)
 		h := binary.LittleEndian.Uint64(hi[2*i:])
 		binary.LittleEndian.PutUint64(out[4*i:], lo&0xffff|(h&0xffff)<<16|(lo>>16&0xffff)<<32|(h>>16&0xffff)<<48)
 		binary.LittleEndian.PutUint64(out[4*i+8:], lo>>32&0xffff|(h>>32&0xffff)<<16|(lo>>48)<<32|(h>>48)<<48)
 	}
 	for i := n4; i < n; i++ {
-		v := uint16(p0[i]) | uint16(p1[i])<<8
-		if ref != nil {
-			d := int16(v>>1) ^ -int16(v&1)
-			v = uint16(binary.LittleEndian.Uint32(ref[4*i:])) + uint16(d)
-		}
-		binary.LittleEndian.PutUint32(out[4*i:], uint32(binary.LittleEndian.Uint16(hi[2*i:]))<<16|uint32(v))
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(binary.LittleEndian.Uint16(hi[2*i:]))<<16|uint32(lowOne(p0, p1, rlo, i)))
 	}
 }
 
@@ -211,7 +237,6 @@ func (cd *Coder) decodeSplit(out []byte, dt DType, payload, ref []byte) error {
 	if err != nil {
 		return err
 	}
-	n := len(out) / 4
 	switch sp.mode {
 	case s16Same:
 		copy(out, ref)
@@ -219,15 +244,31 @@ func (cd *Coder) decodeSplit(out []byte, dt DType, payload, ref []byte) error {
 	case s16Planes:
 		return cd.decodePlanes(out, dt, sp.rest, ref)
 	}
-	if dt != Float32 || n == 0 {
+	if dt != Float32 || len(out) < 4 {
 		return fmt.Errorf("%w: split16 halves for a %s chunk of %d bytes", ErrCorrupt, dt, len(out))
 	}
-	cd.tmp = grow(cd.tmp, 4*n)
-	hi, rhi := cd.tmp[:2*n], cd.tmp[2*n:4*n]
+	var form []byte
 	if ref != nil {
-		cutHalves(rhi, nil, ref, n)
-	} else {
-		rhi = nil
+		cd.scaled = grow(cd.scaled, len(ref))
+		form = cd.scaled
+		SplitForm(form, ref)
+	}
+	return cd.decodeForm(out, sp, form, false)
+}
+
+// decodeForm decodes a split16 float32 payload against its reference's
+// split form (nil for a baseline) into out: the plain bytes, or with
+// asForm the chunk's own split form.
+func (cd *Coder) decodeForm(out []byte, sp splitPayload, refForm []byte, asForm bool) error {
+	n := len(out) / 4
+	var rhi, rlo []byte
+	if refForm != nil {
+		rhi, rlo = refForm[:2*n], refForm[2*n:4*n]
+	}
+	cd.tmp = grow(cd.tmp, 2*n)
+	hi := cd.tmp
+	if asForm {
+		hi = out[:2*n]
 	}
 	ps := &cd.pl
 	if err := ps.decodeHigh(hi, sp, rhi, n, cd.zstdInto); err != nil {
@@ -241,9 +282,92 @@ func (cd *Coder) decodeSplit(out []byte, dt DType, payload, ref []byte) error {
 	if len(tail) != len(out)-4*n {
 		return fmt.Errorf("%w: %d bytes after the planes, want %d", ErrCorrupt, len(tail), len(out)-4*n)
 	}
-	joinHalves(out, hi, ps.buf, ref, n)
+	if asForm {
+		joinLow(out[2*n:4*n], ps.buf, rlo, n)
+	} else {
+		joinHalves(out, hi, ps.buf, rlo, n)
+	}
 	copy(out[4*n:], tail)
 	return nil
+}
+
+// SplitForm writes into form (len(plain) bytes) the split form of a
+// float32 chunk's plain bytes: the high halves of its elements, then their
+// low halves (uint16 LE), then the bytes after the last element. A chain
+// of split16 chunks decodes in this form (DecodeForm16) and only its top
+// is joined, so no level cuts its reference.
+func SplitForm(form, plain []byte) {
+	n := len(plain) / 4
+	cutHalves(form[:2*n], form[2*n:4*n], plain, n)
+	copy(form[4*n:], plain[4*n:])
+}
+
+// DecodeForm16 appends to dst the split16 float32 chunk enc, given its
+// reference's split form for a delta: as its own split form (asForm; not
+// checked, for a chunk that only serves as the next one's reference), or
+// as its plain bytes, checked against the chunk's checksum. A chunk that
+// HighViewable refuses is refused here (ErrUnsupported).
+func DecodeForm16(dst, enc, refForm []byte, asForm bool) ([]byte, error) {
+	cd := getCoder()
+	defer putCoder(cd)
+	h, err := parseHeader(enc)
+	if err != nil {
+		return dst, fmt.Errorf("decode split form: %w", err)
+	}
+	if len(enc) != h.EncodedLen {
+		return dst, fmt.Errorf("decode split form: %w: %d bytes after the payload", ErrCorrupt, len(enc)-h.EncodedLen)
+	}
+	if !HighViewable(enc) {
+		return dst, fmt.Errorf("decode split form: %w: a %s %s chunk", ErrUnsupported, h.Codec, h.DType)
+	}
+	if h.Delta && len(refForm) != h.PlainLen {
+		return dst, fmt.Errorf("decode split form: %w: reference of %d bytes, want %d", ErrRefMismatch, len(refForm), h.PlainLen)
+	}
+	cd.largest = max(cd.largest, h.PlainLen)
+	sp, err := parseSplit(enc[h.HeaderLen:], h.Delta)
+	if err != nil {
+		return dst, fmt.Errorf("decode split form: %w", err)
+	}
+	start := len(dst)
+	dst = grow(dst, start+h.PlainLen)
+	out := dst[start:]
+	switch {
+	case sp.mode == s16Same && asForm:
+		copy(out, refForm)
+		return dst, nil
+	case sp.mode == s16Same:
+		joinForm(out, refForm)
+	default:
+		if !h.Delta {
+			refForm = nil
+		}
+		if err := cd.decodeForm(out, sp, refForm, asForm); err != nil {
+			return dst[:start], fmt.Errorf("decode split form: %w", err)
+		}
+	}
+	if !asForm {
+		if got := checksum(out); got != h.CRC {
+			return dst[:start], fmt.Errorf("decode split form: %w: crc %08x, want %08x", ErrChecksum, got, h.CRC)
+		}
+	}
+	return dst, nil
+}
+
+// joinForm writes the plain bytes of a split form into out.
+func joinForm(out, form []byte) {
+	n := len(out) / 4
+	hi, lo := form[:2*n], form[2*n:4*n]
+	n4 := n &^ 3
+	for i := 0; i < n4; i += 4 {
+		h := binary.LittleEndian.Uint64(hi[2*i:])
+		l := binary.LittleEndian.Uint64(lo[2*i:])
+		binary.LittleEndian.PutUint64(out[4*i:], l&0xffff|(h&0xffff)<<16|(l>>16&0xffff)<<32|(h>>16&0xffff)<<48)
+		binary.LittleEndian.PutUint64(out[4*i+8:], l>>32&0xffff|(h>>32&0xffff)<<16|(l>>48)<<32|(h>>48)<<48)
+	}
+	for i := n4; i < n; i++ {
+		binary.LittleEndian.PutUint32(out[4*i:], uint32(binary.LittleEndian.Uint16(hi[2*i:]))<<16|uint32(binary.LittleEndian.Uint16(lo[2*i:])))
+	}
+	copy(out[4*n:], form[4*n:])
 }
 
 // HighProbeLen is how many of a chunk's first bytes HighPrefixLen needs.

@@ -31,7 +31,7 @@ func TestSplit16HighChain(t *testing.T) {
 				}
 				levels[d] = next
 			}
-			var refHigh []byte
+			var refHigh, refForm []byte
 			for d, plain := range levels {
 				var ref []byte
 				if d > 0 {
@@ -87,6 +87,21 @@ func TestSplit16HighChain(t *testing.T) {
 					t.Fatalf("%s n=%d depth %d: HighForm differs from the decoded high form", kind, n, d)
 				}
 				refHigh = high
+				// The exact chain in split form: each level as the next
+				// one's reference, and as plain bytes.
+				form, err := DecodeForm16(nil, enc, refForm, true)
+				if err != nil {
+					t.Fatalf("%s n=%d depth %d: split form: %v", kind, n, d, err)
+				}
+				wantForm := make([]byte, len(plain))
+				SplitForm(wantForm, plain)
+				if !bytes.Equal(form, wantForm) {
+					t.Fatalf("%s n=%d depth %d: split form differs", kind, n, d)
+				}
+				if got, err := DecodeForm16(nil, enc, refForm, false); err != nil || !bytes.Equal(got, plain) {
+					t.Fatalf("%s n=%d depth %d: plain from the split forms: %v", kind, n, d, err)
+				}
+				refForm = form
 			}
 		}
 	}
@@ -182,6 +197,18 @@ func FuzzDecodeHigh16(f *testing.F) {
 		var r []byte
 		if useRef {
 			r = ref
+		}
+		if useRef && len(ref) >= 4 {
+			form := make([]byte, len(ref))
+			SplitForm(form, ref)
+			got, errForm := DecodeForm16(nil, full, form, false)
+			want, errExact := Decode(nil, full, ref)
+			if errForm == nil && errExact == nil && !bytes.Equal(got, want) {
+				t.Fatal("the split-form decode differs from the exact decode")
+			}
+			if errForm == nil && errExact != nil {
+				t.Fatalf("the split-form decode accepted what Decode refused: %v", errExact)
+			}
 		}
 		if out, err := Decode(nil, full, r); err == nil {
 			want := make([]byte, len(high))
