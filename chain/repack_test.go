@@ -332,6 +332,8 @@ func TestRepackStopsCleanly(t *testing.T) {
 const (
 	repackVictimEnv     = "CKPTFS_CHAIN_REPACK_VICTIM"
 	repackVictimTierEnv = "CKPTFS_CHAIN_REPACK_VICTIM_TIER"
+	// repackVictimCodecEnv makes the repack change the codec to split16.
+	repackVictimCodecEnv = "CKPTFS_CHAIN_REPACK_VICTIM_CODEC"
 )
 
 // victimTier is the tier the killed repacks apply.
@@ -351,6 +353,10 @@ func repackVictim(dir string) {
 	if os.Getenv(repackVictimTierEnv) != "" {
 		o.Lossy, o.ExactNewest, o.ExactEvery = victimTier()
 	}
+	if os.Getenv(repackVictimCodecEnv) != "" {
+		c := encode.Split16
+		o.Codec = &c
+	}
 	_, err = ds.Store.Repack(o)
 	if err != nil {
 		fmt.Println("error", err)
@@ -360,10 +366,29 @@ func repackVictim(dir string) {
 	fmt.Println("done")
 }
 
+// checkCodec fails unless every file's version is coded with codec.
+func checkCodec(t *testing.T, s *Store, codec string) {
+	t.Helper()
+	ents, err := s.Names().ReadDir(meta.RootIno)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		info, err := s.Info(e.Inode.Ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Version != 0 && info.Codec != codec {
+			t.Errorf("%s: codec %s, want %s", e.Name, info.Codec, codec)
+		}
+	}
+}
+
 // TestRepackKill kills repacks with SIGKILL at random moments: every file
 // reads back exactly after each (or, in the trials that tier, exactly or
 // wholly rounded, as its mark says), fsck finds nothing, and a repack run
-// again finishes the plan.
+// again finishes the plan; in the trials that change the codec, every file
+// ends coded with the new one.
 func TestRepackKill(t *testing.T) {
 	trials := 6
 	if os.Getenv("CKPTFS_FULL") != "" {
@@ -375,6 +400,7 @@ func TestRepackKill(t *testing.T) {
 		dir := t.TempDir()
 		ds := openTestStore(t, dir, deepChains())
 		tiered := trial%2 == 1
+		recodec := trial%4 == 2 // the repack changes the codec to split16
 		var want, rounded map[string][]byte
 		if tiered {
 			want, rounded = tierFixture(t, ds.Store, 12)
@@ -397,6 +423,9 @@ func TestRepackKill(t *testing.T) {
 			cmd.Env = append(os.Environ(), repackVictimEnv+"="+dir)
 			if tiered {
 				cmd.Env = append(cmd.Env, repackVictimTierEnv+"=1")
+			}
+			if recodec {
+				cmd.Env = append(cmd.Env, repackVictimCodecEnv+"=1")
 			}
 			out, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
@@ -447,7 +476,14 @@ func TestRepackKill(t *testing.T) {
 		if !finished {
 			t.Fatalf("trial %d: repack killed 40 times never finished", trial)
 		}
-		ds = openTestStore(t, dir, deepChains())
+		final := deepChains()
+		if recodec {
+			final.Codec = encode.Split16
+		}
+		ds = openTestStore(t, dir, final)
+		if recodec {
+			checkCodec(t, ds.Store, split16Name)
+		}
 		o := RepackOptions{MaxDepth: 1, DryRun: true}
 		if tiered {
 			o.Lossy, o.ExactNewest, o.ExactEvery = victimTier()
