@@ -12,6 +12,12 @@
   view_check.py save DIR N             N checkpoints of bench_torchio.py's
                                        training (119 MiB each: weights and
                                        both Adam moments), DIR/ckpt-K.pt
+  view_check.py compare REPS NAME PLAIN MNT STORE [MNT STORE]...
+                                       the exact file NAME and its view in
+                                       each mount (its store given), and
+                                       PLAIN, a copy on the plain disk, all
+                                       cold, in rotating order: medians, and
+                                       each over the first mount's exact
   view_check.py time EXACT VIEW REPS MOUNT STORE
                                        read each file whole, cold (the
                                        mount's caches and the page cache
@@ -110,10 +116,45 @@ def timing(exact, view, reps, mount, store):
         print("%-10s exact %.3f view %.3f view/exact %.3f" % (how, me, mv, mv / me))
 
 
+def compare(reps, name, plain, mounts):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_torchio import evict
+    cases = []
+    for mnt, store in mounts:
+        cases.append(("%s exact" % mnt, os.path.join(mnt, name), mnt, store))
+        cases.append(("%s view" % mnt, os.path.join(mnt, ".ckptfs", "view", "bf16", name), mnt, store))
+
+    def plain_read(how):
+        evict(plain)
+        start = time.perf_counter()
+        if how == "read":
+            with open(plain, "rb", buffering=0) as f:
+                while f.read(1 << 20):
+                    pass
+        else:
+            torch.load(plain)
+        return time.perf_counter() - start
+
+    for how in ("read", "torch.load"):
+        t = {c[0]: [] for c in cases}
+        t["plain"] = []
+        for r in range(reps):
+            for label, path, mnt, store in cases[r % len(cases):] + cases[:r % len(cases)]:
+                t[label].append(cold(path, mnt, store, how))
+            t["plain"].append(plain_read(how))
+        base = statistics.median(t[cases[0][0]])
+        for label, v in t.items():
+            m = statistics.median(v)
+            print("%-10s %-28s %.3f s  x%.2f  (%s)" % (how, label, m, m / base, " ".join("%.3f" % x for x in v)))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "save":
         save(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "compare":
+        a = sys.argv[5:]
+        compare(int(sys.argv[2]), sys.argv[3], sys.argv[4], list(zip(a[0::2], a[1::2])))
     else:
         timing(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
