@@ -193,8 +193,8 @@ func TestControlFileAttributes(t *testing.T) {
 	if st.Mode&0o777 != 0o400 || st.Uid != uint32(os.Getuid()) {
 		t.Errorf("stats.json: mode %o uid %d, want 0400 owned by the mount's owner %d", st.Mode&0o777, st.Uid, os.Getuid())
 	}
-	if out, err := exec.Command("ls", "-a", m.path(controlDir)).Output(); err != nil || strings.Join(strings.Fields(string(out)), ",") != ".,..,drop_caches,stats.json" {
-		t.Errorf("ls -a %s: %q (%v), want ., .., drop_caches and stats.json", controlDir, out, err)
+	if out, err := exec.Command("ls", "-a", m.path(controlDir)).Output(); err != nil || strings.Join(strings.Fields(string(out)), ",") != ".,..,drop_caches,stats.json,view" {
+		t.Errorf("ls -a %s: %q (%v), want ., .., drop_caches, stats.json and view", controlDir, out, err)
 	}
 	cat := exec.Command("cat", stats)
 	cat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
