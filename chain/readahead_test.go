@@ -12,6 +12,7 @@ import (
 	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"
+	"github.com/ckptfs/ckptfs/nandsim"
 )
 
 // deepSeries saves n versions of a 2 MiB .npy checkpoint under names of one
@@ -214,5 +215,62 @@ func TestHeaderReadRebuildsLittle(t *testing.T) {
 	}
 	if _, misses, _ := ds.cache.Stats(); misses > 3 {
 		t.Fatalf("a 4 KiB read at 0 rebuilt %d chunks", misses)
+	}
+}
+
+// TestReadAheadBoundedAcrossReaders: many readers streaming at once run
+// at most Workers read-ahead goroutines in all, not Workers each: each
+// holds a chunk's rebuild, and more than the cores only hold more memory.
+func TestReadAheadBoundedAcrossReaders(t *testing.T) {
+	p := policy.Default()
+	ds, err := OpenDir(t.TempDir(), DirOptions{Options: Options{Policy: p, CacheBytes: 8 << 20, Workers: 2}, Device: nandsim.SmallConfig(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	const readers = 8
+	var ids []meta.VersionID
+	var files [][]byte
+	for k, w := range ckpttest.TrainingSeries(7, 1<<20, readers) {
+		data := ckpttest.NpyFile(w)
+		ino := writeFile(t, ds.Store, fmt.Sprintf("rank-%d.npy", k), data, 1<<20)
+		info, err := ds.Info(ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, files = append(ids, info.Version), append(files, data)
+	}
+	ds.DropCaches()
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	for k := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := ds.OpenVersion(ids[k])
+			if err != nil {
+				errs <- err
+				return
+			}
+			r.SkipTier()
+			got := make([]byte, r.Size())
+			for off := 0; off < len(got); off += 128 << 10 {
+				if _, err := r.ReadAt(got[off:min(len(got), off+128<<10)], int64(off)); err != nil && err != io.EOF {
+					errs <- err
+					return
+				}
+			}
+			if !bytes.Equal(got, files[k]) {
+				errs <- fmt.Errorf("rank-%d.npy read back wrong", k)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if peak := ds.aheadPeak.Load(); peak < 1 || peak > 2 {
+		t.Fatalf("%d read-ahead goroutines ran at once for %d readers, want 1 to Workers (2)", peak, readers)
 	}
 }

@@ -112,8 +112,11 @@ type Store struct {
 	freeing    map[meta.VersionID]bool // freed by a transaction not yet committed
 	freedSeq   atomic.Uint64           // versions freed (committed) so far
 	// readAhead's goroutines hold pins: Close stops and waits for them.
-	ahead   sync.WaitGroup
-	closing atomic.Bool
+	ahead sync.WaitGroup
+	// aheadRunning counts them, across all readers: at most workers;
+	// aheadPeak is the most that ran at once.
+	aheadRunning, aheadPeak atomic.Int64
+	closing                 atomic.Bool
 
 	committed func(meta.VersionID, int64) // told of each commit (OnCommitted)
 	// waitingStaged: staging files kept by RecoverStaged, whose commits
