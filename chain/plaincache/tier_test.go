@@ -10,7 +10,7 @@ import (
 func TestRefTierSemantics(t *testing.T) {
 	const u = minTierChunk
 	rt := NewTier(100 * u)
-	k := func(v, off int) Key { return Key{meta.VersionID(v), int64(off)} }
+	k := func(v, off int) Key { return Key{V: meta.VersionID(v), Off: int64(off)} }
 	rt.StartSave("f", 0)
 	rt.Offer(k(1, 0), "f", make([]byte, 60*u))
 	rt.Offer(k(1, 60*u), "f", make([]byte, 60*u)) // no room, nothing stale: refused
@@ -51,7 +51,7 @@ func TestRefTierSemantics(t *testing.T) {
 
 func TestRefTierCopyAt(t *testing.T) {
 	rt := NewTier(100 * minTierChunk)
-	k := Key{1, 0}
+	k := Key{V: 1}
 	v := make([]byte, minTierChunk)
 	copy(v[minTierChunk-6:], "abcdef")
 	rt.Offer(k, "f", v)
@@ -64,7 +64,7 @@ func TestRefTierCopyAt(t *testing.T) {
 	if n, ok := rt.CopyAt(k, dst, minTierChunk); ok {
 		t.Fatalf("copyAt at the end = %d, true", n)
 	}
-	if _, ok := rt.CopyAt(Key{2, 0}, dst, 0); ok {
+	if _, ok := rt.CopyAt(Key{V: 2}, dst, 0); ok {
 		t.Fatal("copyAt of an absent chunk succeeded")
 	}
 }
@@ -95,12 +95,12 @@ func TestTierBytes(t *testing.T) {
 // save's StartSave walked them all.
 func TestTierCountsMemory(t *testing.T) {
 	rt := NewTier(1 << 20)
-	if rt.Offer(Key{1, 0}, "tiny", make([]byte, 48, 64<<10)) {
+	if rt.Offer(Key{V: 1}, "tiny", make([]byte, 48, 64<<10)) {
 		t.Error("a 48-byte chunk was kept")
 	}
 	kept := 0
 	for i := range 64 {
-		if rt.Offer(Key{meta.VersionID(10 + i), 0}, fmt.Sprint("f", i), make([]byte, minTierChunk, 64<<10)) {
+		if rt.Offer(Key{V: meta.VersionID(10 + i)}, fmt.Sprint("f", i), make([]byte, minTierChunk, 64<<10)) {
 			kept++
 		}
 	}
