@@ -2,7 +2,6 @@ package fs
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
@@ -11,19 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-)
 
-// npyFloats is a NumPy .npy file of float32 values, its data at byte 128.
-func npyFloats(vals []float32) []byte {
-	header := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", len(vals))
-	header += strings.Repeat(" ", 117-len(header)) + "\n"
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(header)))
-	b.WriteString(header)
-	binary.Write(&b, binary.LittleEndian, vals)
-	return b.Bytes()
-}
+	"github.com/ckptfs/ckptfs/chain/ckpttest"
+)
 
 // cutFloats is data with the low 16 bits of each float32 after the npy
 // header zeroed: what the bf16 view reads.
@@ -54,7 +43,7 @@ func TestViewTree(t *testing.T) {
 		for i := range vals {
 			vals[i] += float32(rng.NormFloat64() * 1e-3)
 		}
-		data := npyFloats(vals)
+		data := ckpttest.NpyFile(vals)
 		files = append(files, data)
 		writePieces(t, m.path("run", fmt.Sprintf("ckpt-%d.npy", k)), data)
 	}
@@ -94,7 +83,7 @@ func TestViewTree(t *testing.T) {
 	for i := range vals {
 		vals[i] = float32(math.Sin(float64(i)))
 	}
-	again := npyFloats(vals)
+	again := ckpttest.NpyFile(vals)
 	writePieces(t, m.path("run", "ckpt-0.npy"), again)
 	wantContent(t, filepath.Join(view, "run", "ckpt-0.npy"), cutFloats(again))
 

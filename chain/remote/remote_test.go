@@ -16,7 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"

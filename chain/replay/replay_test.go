@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/replay"
 	"github.com/ckptfs/ckptfs/nandsim"

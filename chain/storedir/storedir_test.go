@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain"
-	"github.com/ckptfs/ckptfs/chain/internal/ckpttest"
+	"github.com/ckptfs/ckptfs/chain/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/meta"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,27 +13,13 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain"
+	"github.com/ckptfs/ckptfs/chain/ckpttest"
 	"github.com/ckptfs/ckptfs/chain/medium"
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/chain/remote"
 	"github.com/ckptfs/ckptfs/chain/storedir"
 	"github.com/ckptfs/ckptfs/meta"
 )
-
-// npyFloats is a NumPy file of float32 values.
-func npyFloats(vals []float32) []byte {
-	hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", len(vals))
-	for (10+len(hdr)+1)%64 != 0 {
-		hdr += " "
-	}
-	hdr += "\n"
-	var b bytes.Buffer
-	b.WriteString("\x93NUMPY\x01\x00")
-	binary.Write(&b, binary.LittleEndian, uint16(len(hdr)))
-	b.WriteString(hdr)
-	binary.Write(&b, binary.LittleEndian, vals)
-	return b.Bytes()
-}
 
 // trainedStore saves a drifting series of n checkpoints into a new store
 // whose policy makes chains of up to 11 deltas, and returns the contents.
@@ -59,7 +44,7 @@ func trainedStore(t *testing.T, dir string, n int) map[string][]byte {
 	want := map[string][]byte{}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("ckpt-%02d.npy", i)
-		want[name] = npyFloats(w)
+		want[name] = ckpttest.NpyFile(w)
 		node, err := ds.Names().Create(meta.RootIno, name, chain.NewNode{Mode: syscall.S_IFREG | 0o644})
 		if err != nil {
 			t.Fatal(err)

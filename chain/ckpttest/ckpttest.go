@@ -1,4 +1,5 @@
-// Package ckpttest makes small checkpoint files for the store's tests.
+// Package ckpttest makes small checkpoint files for tests: of the store,
+// the filesystem and the commands (test code only).
 package ckpttest
 
 import (
