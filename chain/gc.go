@@ -67,6 +67,7 @@ func (s *Store) pinnedOrDefer(mtx *meta.Tx, id meta.VersionID) bool {
 // that checked its version exists at that count knows it still does.
 func (s *Store) pinForRead(id meta.VersionID) (freed uint64, ok bool) {
 	s.pinMu.Lock()
+	s.waitRewrittenLocked(id)
 	if s.freeing[id] {
 		s.pinMu.Unlock()
 		return 0, false
@@ -164,4 +165,41 @@ func (tx *txn) dropContent(n *meta.Inode) error {
 	s, ino := tx.s, n.Ino
 	tx.mtx.OnCommit(func() { s.dropReserved(ino) })
 	return tx.releaseVersion(n.Version, liveClaim)
+}
+
+// markRewriting marks ids as being swapped by mtx, unless one is pinned
+// (errBusy): until mtx ends, reads wait to pin them (pinForRead), so none
+// starts on records or pages the transaction replaces. An ingest pins its
+// reference outside any transaction (ViewBetweenUpdates), so one that
+// chose a version before mtx holds a pin, and one after sees mtx's result.
+func (s *Store) markRewriting(mtx *meta.Tx, ids []meta.VersionID) error {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	for _, id := range ids {
+		if s.pins[id] > 0 {
+			return fmt.Errorf("version %d is being read or coded against: %w", id, errBusy)
+		}
+	}
+	for _, id := range ids {
+		s.rewriting[id] = true
+	}
+	clear := func() {
+		s.pinMu.Lock()
+		for _, id := range ids {
+			delete(s.rewriting, id)
+		}
+		s.rewritten.Broadcast()
+		s.pinMu.Unlock()
+	}
+	mtx.OnCommit(clear)
+	mtx.OnRollback(clear)
+	return nil
+}
+
+// waitRewrittenLocked waits, with pinMu held, until no transaction is
+// swapping id's coding (markRewriting): one ends in milliseconds.
+func (s *Store) waitRewrittenLocked(id meta.VersionID) {
+	for s.rewriting[id] {
+		s.rewritten.Wait()
+	}
 }

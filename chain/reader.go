@@ -45,6 +45,9 @@ func (s *Store) OpenVersion(id meta.VersionID) (*Reader, error) {
 	if id == 0 {
 		return r, nil // empty file
 	}
+	s.pinMu.Lock()
+	s.waitRewrittenLocked(id) // its size and checksum as a tier leaves them
+	s.pinMu.Unlock()
 	r.checked = s.freedSeq.Load()
 	err := s.db.View(func(tx *meta.Tx) error {
 		v, err := tx.Version(id)

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"sort"
@@ -49,6 +50,9 @@ type recodeOptions struct {
 	// observe, if set, sees the version's final bytes in file order: each
 	// chunk's plain bytes, or nil for n zeros.
 	observe func(off int64, plain []byte, n int64)
+	// background rebuilds at the encoders' lowered priority: a mounted
+	// store's tier takes what the training leaves.
+	background bool
 }
 
 // bytePatch is bytes to set at a file offset.
@@ -218,6 +222,9 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; close(j.job.done) }()
+				if o.background {
+					defer s.lowerPriority()()
+				}
 				var plain []byte
 				if zeros {
 					plain = bufpool.Get(int(j.chunk.Length))[:j.chunk.Length]
@@ -317,7 +324,7 @@ func (tx *txn) swapCoding(rc *recoded) error {
 		return err
 	}
 	if cur.PackBytes != rc.old.PackBytes || cur.Ref != rc.old.Ref || len(cur.Pack) != len(rc.old.Pack) {
-		return fmt.Errorf("version %d changed while it was re-coded", rc.v.ID)
+		return fmt.Errorf("version %d changed while it was re-coded: %w", rc.v.ID, errBusy)
 	}
 	nv := rc.v
 	nv.Live, nv.Dependents = cur.Live, cur.Dependents
@@ -382,6 +389,7 @@ func (tx *txn) swapCoding(rc *recoded) error {
 		// is stale.
 		s, id := tx.s, nv.ID
 		tx.mtx.OnCommit(func() {
+			s.rewrites.Add(1) // before the drop: see chunkPlain
 			s.cache.DropVersion(id)
 			s.refs.DropVersion(id)
 		})
@@ -473,4 +481,93 @@ func (tx *txn) settleChains() error {
 		}
 	}
 	return nil
+}
+
+// errBusy stops a swap that would change a version under a reader, a
+// save coded against it, or an open file: an online tier tries again
+// later.
+var errBusy = errors.New("in use")
+
+// guardRewrite readies tx to swap rcs in while the store is mounted. It
+// fails with errBusy if busy reports a file among the affected versions in
+// use (they are rcs's versions and every version coded against them,
+// directly or not: a read of any of those decodes their chunks), or if one
+// of them is pinned. The affected versions are marked until tx ends, so
+// that no read starts on them meanwhile. Call it before the swaps,
+// and checkDependents after them.
+func (tx *txn) guardRewrite(rcs []*recoded, busy func(meta.Ino) bool) error {
+	all, dependents, err := tx.versionGraph()
+	if err != nil {
+		return err
+	}
+	var affected []meta.VersionID
+	seen := map[meta.VersionID]bool{}
+	queue := make([]meta.VersionID, 0, len(rcs))
+	for _, rc := range rcs {
+		queue = append(queue, rc.v.ID)
+	}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		affected = append(affected, id)
+		queue = append(queue, dependents[id]...)
+	}
+	// Marked first: a file opened after busy said no then waits for the
+	// transaction to open its version (OpenVersion), and reads it as the
+	// transaction leaves it.
+	if err := tx.s.markRewriting(tx.mtx, affected); err != nil {
+		return err
+	}
+	if busy != nil {
+		for _, id := range affected {
+			if v := all[id]; v != nil && v.Live && busy(v.Ino) {
+				return fmt.Errorf("%s is open: %w", v.Path, errBusy)
+			}
+		}
+	}
+	return nil
+}
+
+// checkDependents fails with errBusy if, after rcs were swapped in, a
+// version is still coded against one whose bytes they changed: its deltas
+// would decode against bytes that are not those it was coded against (a
+// save committed against it meanwhile).
+func (tx *txn) checkDependents(rcs []*recoded) error {
+	_, dependents, err := tx.versionGraph()
+	if err != nil {
+		return err
+	}
+	swapped := make(map[meta.VersionID]bool, len(rcs))
+	for _, rc := range rcs {
+		swapped[rc.v.ID] = true
+	}
+	for _, rc := range rcs {
+		if rc.v.Checksum == rc.old.Checksum {
+			continue
+		}
+		for _, d := range dependents[rc.v.ID] {
+			if !swapped[d] {
+				return fmt.Errorf("version %d is coded against %d, whose bytes changed: %w", d, rc.v.ID, errBusy)
+			}
+		}
+	}
+	return nil
+}
+
+// versionGraph is every version, and the versions coded against each.
+func (tx *txn) versionGraph() (map[meta.VersionID]*meta.Version, map[meta.VersionID][]meta.VersionID, error) {
+	all := map[meta.VersionID]*meta.Version{}
+	dependents := map[meta.VersionID][]meta.VersionID{}
+	err := tx.mtx.ForEachVersion(func(v *meta.Version) error {
+		all[v.ID] = v
+		if v.Ref != 0 {
+			dependents[v.Ref] = append(dependents[v.Ref], v.ID)
+		}
+		return nil
+	})
+	return all, dependents, err
 }

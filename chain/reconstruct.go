@@ -17,8 +17,31 @@ var ErrChecksum = errors.New("checksum mismatch")
 // chunkPlain returns the plain bytes of the chunk of version id at file
 // offset off, from the cache or rebuilt.
 func (s *Store) chunkPlain(id meta.VersionID, off int64) ([]byte, error) {
-	return s.cache.Get(plaincache.Key{V: id, Off: off}, func() ([]byte, error) { return s.rebuild(id, off, false) })
+	return s.cachedRebuild(plaincache.Key{V: id, Off: off}, func() ([]byte, error) { return s.rebuild(id, off, false) })
 }
+
+// cachedRebuild returns the cache's chunk for k, rebuilding it if need be.
+// A rebuild that a swap changing a version's bytes (a tier) overtook may
+// have read the records from before it, after the swap dropped the
+// version's chunks from the cache: it is not kept, and runs again.
+func (s *Store) cachedRebuild(k plaincache.Key, rebuild func() ([]byte, error)) ([]byte, error) {
+	for {
+		seen := s.rewrites.Load()
+		b, err := s.cache.Get(k, func() ([]byte, error) {
+			b, err := rebuild()
+			if err == nil && s.rewrites.Load() != seen {
+				return nil, errRewritten
+			}
+			return b, err
+		})
+		if !errors.Is(err, errRewritten) {
+			return b, err
+		}
+	}
+}
+
+// errRewritten is a rebuild overtaken by a tier's swap (cachedRebuild).
+var errRewritten = errors.New("rewritten while rebuilt")
 
 // referencePlain returns the plain bytes of the chunk of version id at off
 // for an encode job whose reference is not in the tier, and whether they

@@ -45,6 +45,9 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 	if o.ExactNewest < 0 || o.ExactEvery < 0 {
 		return nil, fmt.Errorf("repack: exact tier of the newest %d and every %d-th", o.ExactNewest, o.ExactEvery)
 	}
+	if o.Online && (o.Lossy.IsZero() || o.ExactNewest < 1 || o.DryRun || o.Codec != nil) {
+		return nil, fmt.Errorf("tier: an online tier needs a scheme and keeps the newest file of each family exact")
+	}
 	if o.Codec != nil {
 		if o.DryRun {
 			return nil, fmt.Errorf("repack: a codec change is not measured by a dry run")
@@ -63,8 +66,21 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 		if !o.selects(fam) {
 			continue
 		}
-		row, err := s.repackFamily(fam, before.byFamily[fam], o, rep)
-		if row != nil {
+		if o.Stopped != nil && o.Stopped() {
+			break
+		}
+		var row *RepackFamily
+		if o.Online {
+			row, err = s.tierFamilyOnline(fam, before.byFamily[fam], o, rep)
+			if errors.Is(err, errBusy) {
+				logrus.Debugf("tier %s: waits: %v", fam, err)
+				rep.Waiting++
+				err = nil
+			}
+		} else {
+			row, err = s.repackFamily(fam, before.byFamily[fam], o, rep)
+		}
+		if row != nil && (!o.Online || row.Recoded > 0) {
 			rep.Families = append(rep.Families, *row)
 		}
 		if err != nil {
@@ -107,6 +123,18 @@ type RepackOptions struct {
 	// with it: split16 (encode.Split16) lets the precision view decode the
 	// high planes alone.
 	Codec *encode.Codec
+	// Online tiers a mounted store (a mount's --tier): only the files
+	// that left the exact tier are re-coded, each against the reference it
+	// has, and a file waits while an exact file other than an every
+	// ExactEvery-th (rebased) is coded against it. Busy reports a file
+	// that is open or read: it waits too, and is asked again, with every
+	// file whose reads decode the versions a swap changes, inside the
+	// swap's transaction.
+	Online bool
+	Busy   func(ino meta.Ino) bool
+	// Stopped, if set, is asked between families and between a tier's
+	// parts: true ends the repack there (an unmount), every file valid.
+	Stopped func() bool
 	// afterSwap, in tests, runs after each version is swapped in; an error
 	// stops the repack there, as a kill would.
 	afterSwap func(swapped int) error
@@ -146,6 +174,8 @@ type RepackReport struct {
 	VersionsAfter      int   `json:"versions_after"`
 	// Measured counts codings encoded without writing to plan; Recoded the
 	// versions re-coded and written; PackPagesWritten their device pages.
+	// Waiting (Online): families left for a later pass, a file being in use.
+	Waiting          int   `json:"families_waiting,omitempty"`
 	Measured         int   `json:"codings_measured"`
 	Recoded          int   `json:"versions_recoded"`
 	PackPagesWritten int64 `json:"pack_pages_written"`
@@ -463,7 +493,16 @@ func (s *Store) recodeAndSwap(v meta.Version, want meta.VersionID, opts recodeOp
 	if err != nil {
 		return err
 	}
-	if err := s.update(func(tx *txn) error { return tx.swapCoding(rc) }); err != nil {
+	err = s.update(func(tx *txn) error {
+		if err := tx.guardRewrite([]*recoded{rc}, o.Busy); err != nil {
+			return err
+		}
+		if err := tx.swapCoding(rc); err != nil {
+			return err
+		}
+		return tx.checkDependents([]*recoded{rc})
+	})
+	if err != nil {
 		s.dropRecoded(rc)
 		return fmt.Errorf("repack %s: %w", v.Path, err)
 	}
@@ -554,6 +593,9 @@ func (s *Store) rebaseOutsiders(plans []filePlan, o RepackOptions, rep *RepackRe
 // part, not the family.
 func (s *Store) applyLossy(plans []filePlan, seq []int, o RepackOptions, rep *RepackReport, row *RepackFamily) error {
 	for _, part := range planParts(seqRefs(plans, seq)) {
+		if o.Stopped != nil && o.Stopped() {
+			return nil
+		}
 		if err := s.applyLossyPart(plans, seq[part[0]:part[1]], o, rep, row); err != nil {
 			return err
 		}
@@ -571,8 +613,8 @@ func seqRefs(plans []filePlan, seq []int) []int {
 	refs := make([]int, len(seq))
 	for k, i := range seq {
 		refs[k] = -1
-		if r := plans[i].ref; r >= 0 {
-			refs[k] = pos[r]
+		if r, ok := pos[plans[i].ref]; ok {
+			refs[k] = r // (a reference outside seq is exact: no part crosses to it)
 		}
 	}
 	return refs
@@ -590,11 +632,12 @@ func (s *Store) applyLossyPart(plans []filePlan, part []int, o RepackOptions, re
 	}
 	for _, i := range part {
 		p := plans[i]
-		if !p.tiering && p.v.Ref == p.want {
+		refChanges := p.ref >= 0 && plans[p.ref].tiering
+		if !p.tiering && p.v.Ref == p.want && !refChanges {
 			continue
 		}
 		opts := recodeOptions{patches: p.patches, lossy: o.Lossy, lossySelf: p.tiering,
-			lossyRef: p.ref >= 0 && plans[p.ref].tiering}
+			lossyRef: refChanges, background: o.Online}
 		rc, err := s.recode(p.v.ID, p.want, opts)
 		if err != nil {
 			drop()
@@ -608,6 +651,9 @@ func (s *Store) applyLossyPart(plans []filePlan, part []int, o RepackOptions, re
 	}
 	now := s.now().UnixNano()
 	err := s.update(func(tx *txn) error {
+		if err := tx.guardRewrite(pending, o.Busy); err != nil {
+			return err
+		}
 		for _, rc := range pending {
 			if err := tx.swapCoding(rc); err != nil {
 				return err
@@ -628,7 +674,7 @@ func (s *Store) applyLossyPart(plans []filePlan, part []int, o RepackOptions, re
 				return err
 			}
 		}
-		return nil
+		return tx.checkDependents(pending)
 	})
 	if err != nil {
 		drop()

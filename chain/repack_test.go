@@ -514,9 +514,13 @@ func TestRepackKill(t *testing.T) {
 // tierFixture writes npy and safetensors series for the tier tests and
 // returns each file's content and, for the files the tier may round, the
 // content it must round them to.
-func tierFixture(t testing.TB, s *Store, saves int) (exact, rounded map[string][]byte) {
+func tierFixture(t testing.TB, s *Store, saves int, from ...int) (exact, rounded map[string][]byte) {
 	t.Helper()
 	exact, rounded = map[string][]byte{}, map[string][]byte{}
+	first := 0 // files from: the saves before are in the store already
+	if len(from) > 0 {
+		first = from[0]
+	}
 	series := ckpttest.TrainingSeries(21, 90_000, saves)
 	st := ckpttest.TrainingSeries(22, 70_000, saves)
 	round := func(v []float32) []float32 {
@@ -526,7 +530,7 @@ func tierFixture(t testing.TB, s *Store, saves int) (exact, rounded map[string][
 		}
 		return out
 	}
-	for i := 0; i < saves; i++ {
+	for i := first; i < saves; i++ {
 		name := fmt.Sprintf("w-%02d.npy", i)
 		exact[name] = ckpttest.NpyFile(series[i])
 		rounded[name] = ckpttest.NpyFile(round(series[i]))

@@ -111,6 +111,13 @@ type Store struct {
 	deferred   map[meta.VersionID]bool // pinned versions whose release waits
 	freeing    map[meta.VersionID]bool // freed by a transaction not yet committed
 	freedSeq   atomic.Uint64           // versions freed (committed) so far
+	// rewriting: versions an online re-coding swaps in by a transaction
+	// not yet committed (guardRewrite); reads wait for it (rewritten).
+	rewriting map[meta.VersionID]bool
+	rewritten *sync.Cond
+	// rewrites counts committed swaps that changed a version's bytes (a
+	// tier): a chunk rebuilt across one is not cached (chunkPlain).
+	rewrites atomic.Uint64
 	// readAhead's goroutines hold pins: Close stops and waits for them.
 	ahead sync.WaitGroup
 	// aheadRunning counts them, across all readers: at most workers;
@@ -137,7 +144,8 @@ func NewStore(db *meta.DB, data storage.Backend, accounts *wear.Accounts, opts O
 	}
 	s := &Store{db: db, data: data, wear: accounts, blockSize: data.BlockSize(), pol: opts.Policy,
 		workers: opts.Workers, encodeNice: opts.EncodeNice, now: opts.Now, pins: map[meta.VersionID]int{},
-		deferred: map[meta.VersionID]bool{}, freeing: map[meta.VersionID]bool{}}
+		deferred: map[meta.VersionID]bool{}, freeing: map[meta.VersionID]bool{}, rewriting: map[meta.VersionID]bool{}}
+	s.rewritten = sync.NewCond(&s.pinMu)
 	if s.workers <= 0 {
 		s.workers = runtime.GOMAXPROCS(0)
 	}

@@ -36,7 +36,7 @@ func (s *Store) OpenView(id meta.VersionID) (*Reader, error) {
 // its view.
 func (r *Reader) chunkOf(off int64) ([]byte, error) {
 	if r.view {
-		return r.s.cache.Get(plaincache.Key{V: r.id, Off: off, View: true}, func() ([]byte, error) { return r.s.rebuildView(r.id, off) })
+		return r.s.cachedRebuild(plaincache.Key{V: r.id, Off: off, View: true}, func() ([]byte, error) { return r.s.rebuildView(r.id, off) })
 	}
 	return r.s.chunkPlain(r.id, off)
 }
