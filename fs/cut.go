@@ -47,3 +47,28 @@ func (f *FS) Cut() (oldestClose int64, writing []chain.Ino) {
 // InUse reports whether an inode is open or known to the kernel: a
 // replica that drops its name keeps it until forgotten.
 func (f *FS) InUse(ino chain.Ino) bool { return f.open.inUse(ino) }
+
+// TierBusy reports whether a mount's tier must leave ino's content as it
+// is for now: a handle is open (its reader may have read part of it), or a
+// copy of the content serves readers (a read copy, or a save's staging
+// file kept after its commit). If not, the kernel's pages of ino are
+// dropped at its next open: the tier may change its bytes. The store asks
+// inside the transaction that swaps a version in, after marking it, so
+// an open after this answer reads the version as the swap leaves it.
+func (f *FS) TierBusy(ino chain.Ino) bool {
+	f.open.mu.Lock()
+	open := f.open.files[ino] != nil
+	f.open.mu.Unlock()
+	if open {
+		return true
+	}
+	f.backingMu.Lock()
+	b := f.backings[ino]
+	copied := b != nil && !b.sf.gone
+	f.backingMu.Unlock()
+	if copied {
+		return true
+	}
+	f.markStale(ino)
+	return false
+}

@@ -49,6 +49,8 @@ type mountFlags struct {
 	wait         time.Duration // for a previous daemon of the store that is still saving
 	policy       policyFlags
 	remote       remoteFlags
+	tier         tierFlags
+	tiering      chain.RepackOptions // the tier the flags state
 }
 
 func newMountCommand() *cobra.Command {
@@ -114,6 +116,12 @@ lines of type fuse.ckptfs mount too: README.md lists the options.`,
 			if err := f.remote.check(); err != nil {
 				return err
 			}
+			if f.tiering, err = f.tier.options(cmd.Flags()); err != nil {
+				return err
+			}
+			if f.tiering.Online && f.remote.url != "" {
+				return errors.New("--tier does not go with --remote yet: the bucket holds the versions as they were uploaded")
+			}
 			created, err := missingDirs(f.store)
 			if err != nil {
 				return err
@@ -172,6 +180,7 @@ lines of type fuse.ckptfs mount too: README.md lists the options.`,
 	fl.DurationVar(&f.wait, "wait", previousDaemonWait, "how long to wait for the previous daemon of the store, unmounted but still saving it, to finish (a store whose daemon still serves a mount is refused at once)")
 	f.policy.register(fl)
 	f.remote.register(fl)
+	f.tier.register(fl)
 	return cmd
 }
 
@@ -373,6 +382,12 @@ func daemonArgs(fl *pflag.FlagSet, mp, store string) []string {
 	fl.Visit(func(f *pflag.Flag) {
 		switch f.Name {
 		case "store", "foreground", "ready-fd":
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() { // repeatable: once per value
+				args = append(args, "--"+f.Name+"="+v)
+			}
 			return
 		}
 		args = append(args, "--"+f.Name+"="+f.Value.String())

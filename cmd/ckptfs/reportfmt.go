@@ -85,7 +85,7 @@ func printReport(out io.Writer, r *storedir.Report, files bool) {
 		thousands(r.LogicalBytes), thousands(r.StoredBytes), r.Files, thousands(r.LiveBytes), r.Versions, thousands(r.UsefulStoragePages))
 	fmt.Fprintf(out, "saves streamed %d, through the fallback (staged, encoded at close) %d\n", r.StreamedFiles, r.FallbackFiles)
 	if r.LossyFiles > 0 {
-		fmt.Fprintf(out, "LOSSY: %d files hold tensors an archive tier rounded (ckptfs repack --lossy); --files names them, each file's user.ckptfs.fidelity says so\n", r.LossyFiles)
+		fmt.Fprintf(out, "LOSSY: %d files hold tensors an archive tier rounded (mount --tier, repack --lossy); --files names them, each file's user.ckptfs.fidelity says so\n", r.LossyFiles)
 	}
 	if rt := r.Runtime; rt != nil {
 		fmt.Fprintf(out, "daemon: %.1f CPU-seconds, %.1f%% of it in the Go runtime's memory management; chunks decoded from the device %d, served from the reference tier %d\n",

@@ -208,6 +208,10 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 		ds.Close()
 		return nil, fmt.Errorf("store %s: %w", f.store, err)
 	}
+	stopTier := func() {}
+	if f.tiering.Online {
+		stopTier = startTier(ds.Store, fsys, f.tiering, f.tier.interval)
+	}
 	fsys.Stats = func() ([]byte, error) {
 		rep, err := ds.Report(storedir.ReportOptions{})
 		if err != nil {
@@ -224,6 +228,7 @@ func openStoreMount(f mountFlags, pol policy.Policy) (*mountedStore, error) {
 	}
 	return &mountedStore{fsys: fsys, what: fmt.Sprintf(" (store %s)", f.store), sync: ds.Sync,
 		close: func() error {
+			stopTier()
 			f.remote.stopUploader(up)
 			if err := ds.Close(); err != nil {
 				return fmt.Errorf("close store %s: %w", f.store, err)
