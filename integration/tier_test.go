@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRepackTierTorch saves torch.save and safetensors series into a
@@ -71,5 +72,58 @@ func TestRepackTierTorch(t *testing.T) {
 	}
 	if r := m.stats(); r.LossyFiles != len(want) {
 		t.Errorf("stats: lossy_files %d, want %d", r.LossyFiles, len(want))
+	}
+}
+
+// TestMountTierTorch mounts with a tier the daemon applies by itself
+// (--tier bf16) and saves torch.save and safetensors series into it, one
+// file held open from its save on: while open it stays exact, as the files
+// its reads decode do; once every pass is done, each file outside the
+// newest 2 of its series is lossy unless an exact file is coded against
+// it, the held file is tiered after it closed, every file loads with torch
+// and safetensors as its mark says, fsck --deep is clean, and the daemon
+// logs no error.
+func TestMountTierTorch(t *testing.T) {
+	py := venvPython(t)
+	m := newMount(t, "--tier", "bf16", "--tier-exact-newest", "2", "--tier-interval", "200ms")
+	run := m.path("run")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// ckpt-01.pt is open from its save until a pass has tiered the other
+	// series (at most 20 s after the last save), and a second more.
+	if out, err := exec.Command(py, "py/tier_check.py", "write", run, "8", "1", "20").CombinedOutput(); err != nil {
+		t.Fatalf("write, ckpt-01.pt held open: %v\n%s", err, out)
+	}
+	var lossy []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(py, "py/tier_check.py", "check", run).CombinedOutput()
+		if err != nil {
+			t.Fatalf("check: %v\n%s", err, out)
+		}
+		lossy = strings.Fields(string(out))
+		if slices.Contains(lossy, "ckpt-01.pt") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("lossy: %v", lossy)
+	for _, want := range []string{"ckpt-00.pt", "ckpt-01.pt", "model-00.safetensors", "model-01.safetensors"} {
+		if !slices.Contains(lossy, want) {
+			t.Errorf("%s is not tiered", want)
+		}
+	}
+	for _, exact := range []string{"ckpt-06.pt", "ckpt-07.pt", "model-06.safetensors", "model-07.safetensors"} {
+		if slices.Contains(lossy, exact) {
+			t.Errorf("%s, among the newest 2, is lossy", exact)
+		}
+	}
+	if r := m.stats(); r.LossyFiles != len(lossy) {
+		t.Errorf("stats: lossy_files %d, files found lossy %d", r.LossyFiles, len(lossy))
+	}
+	m.stop()
+	if out, err := exec.Command(ckptfsBin, "fsck", "--deep", "--store", m.store).CombinedOutput(); err != nil {
+		t.Fatalf("fsck: %v\n%s", err, out)
 	}
 }

@@ -4,6 +4,13 @@
   tier_check.py write DIR N   N torch.save (.pt) and safetensors files of a
                               drifting model into DIR, and DIR/expect.pt with
                               the exact tensors of each
+  tier_check.py write DIR N HOLD SECONDS
+                              the same, keeping file HOLD (ckpt-HOLD.pt) open
+                              from its save until the tier has made
+                              model-00.safetensors lossy (at most SECONDS after
+                              the last save) and a second more: then it must
+                              still read exact, and be marked so (a mount's
+                              --tier never re-codes an open file)
   tier_check.py check DIR     every file loads with torch.load or safe_open;
                               each tensor equals its exact value or its
                               bfloat16 rounding, one or the other for a whole
@@ -13,14 +20,16 @@
 """
 import os
 import sys
+import time
 import zipfile
 
 import torch
 from safetensors.torch import load_file, save_file
 
 
-def write(d, n):
+def write(d, n, hold=-1, seconds=0.0):
     torch.manual_seed(5)
+    held = None
     w = {"layer.%d.weight" % i: torch.randn(300, 257) * 0.05 for i in range(4)}
     w["layer.0.bias"] = torch.randn(257)
     expect = {}
@@ -32,7 +41,27 @@ def write(d, n):
         torch.save(state, os.path.join(d, "ckpt-%02d.pt" % i))
         save_file({k: v.contiguous() for k, v in w.items()}, os.path.join(d, "model-%02d.safetensors" % i))
         expect[i] = {k: v.clone() for k, v in w.items()}
+        if i == hold:
+            held = open(os.path.join(d, "ckpt-%02d.pt" % i), "rb")
     torch.save(expect, os.path.join(d, "..", "expect.pt"))
+    if held is None:
+        return
+    # A pass has run while the file is open once the other series' oldest
+    # file is tiered; then one more interval's worth.
+    other = os.path.join(d, "model-00.safetensors")
+    deadline = time.time() + seconds
+    while os.getxattr(other, "user.ckptfs.fidelity").decode() != "bf16":
+        if time.time() > deadline:
+            sys.exit("model-00.safetensors not tiered %gs after the last save" % seconds)
+        time.sleep(0.1)
+    time.sleep(1)
+    name = os.path.basename(held.name)
+    fidelity = os.getxattr(held.name, "user.ckptfs.fidelity").decode()
+    got = torch.load(held)
+    if fidelity != "exact" or not all(same(got["model"][k], expect[hold][k]) for k in expect[hold]):
+        sys.exit("%s, open: fidelity %s, tensors exact: %s" % (
+            name, fidelity, all(same(got["model"][k], expect[hold][k]) for k in expect[hold])))
+    held.close()
 
 
 def same(a, b):
@@ -79,7 +108,9 @@ def check(d):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "write":
+    if sys.argv[1] == "write" and len(sys.argv) > 4:
+        write(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+    elif sys.argv[1] == "write":
         write(sys.argv[2], int(sys.argv[3]))
     else:
         check(sys.argv[2])
