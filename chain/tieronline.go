@@ -49,34 +49,51 @@ func (s *Store) tierFamilyOnline(name string, fam *familyVersions, o RepackOptio
 		case o.Busy != nil && o.Busy(v.Ino):
 			busy = true
 		default:
-			ok, members, err := s.tierable(v)
-			if err != nil {
-				return row, tierErr(name, err)
-			}
-			if !ok {
-				row.Untierable++
-				continue
-			}
 			candidate[v.ID] = true
-			plans[i].zip = members
 		}
 	}
 	// A candidate waits while something it cannot change under depends
 	// on it: a version neither tiering nor lossy nor rebased, or a lossy
 	// one of another family or hidden (only the family's files are
-	// re-coded against its new bytes).
-	for changed := true; changed; {
-		changed = false
-		for id := range candidate {
-			for _, d := range dependents[id] {
-				_, inFamily := index[d]
-				if candidate[d] || keptEvery[d] || inFamily && all[d].Fidelity != "" {
-					continue
+	// re-coded against its new bytes). Whether a zip's directory can be
+	// patched is read only for the candidates left: a file whose chain
+	// is still exact is asked again at every pass.
+	asked := map[meta.VersionID]bool{}
+	for {
+		for changed := true; changed; {
+			changed = false
+			for id := range candidate {
+				for _, d := range dependents[id] {
+					_, inFamily := index[d]
+					if candidate[d] || keptEvery[d] || inFamily && all[d].Fidelity != "" {
+						continue
+					}
+					delete(candidate, id)
+					changed = true
+					break
 				}
-				delete(candidate, id)
-				changed = true
-				break
 			}
+		}
+		dropped := false
+		for id := range candidate {
+			if asked[id] {
+				continue
+			}
+			asked[id] = true
+			ok, members, err := s.tierable(*all[id])
+			if err != nil {
+				return row, tierErr(name, err)
+			}
+			if !ok {
+				delete(candidate, id) // stays exact: the files it decodes through too
+				row.Untierable++
+				dropped = true
+				continue
+			}
+			plans[index[id]].zip = members
+		}
+		if !dropped {
+			break
 		}
 	}
 	for i := range plans {
