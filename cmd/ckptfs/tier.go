@@ -95,7 +95,7 @@ func startTier(store *chain.Store, fsys *fs.FS, o chain.RepackOptions, interval 
 				logrus.Infof("tier %s: %d files now %s (%d lossy of %d), %d versions re-coded", f.Name, f.Tiered, rep.Lossy, f.Lossy, f.Files, f.Recoded)
 			}
 			if len(rep.Families) > 0 {
-				logrus.Infof("tier: stored %d -> %d bytes; %d device pages written", rep.StoredBefore, rep.StoredAfter, rep.PackPagesWritten)
+				logrus.Infof("tier: %d versions re-coded, %d device pages written; the store holds %d bytes", rep.Recoded, rep.PackPagesWritten, rep.StoredAfter)
 			}
 		}
 	}()
