@@ -2,6 +2,7 @@ package encode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -61,7 +62,7 @@ func TestSplit16HighChain(t *testing.T) {
 					t.Fatalf("high form of %d bytes, want %d", len(high), HighLen(len(plain)))
 				}
 				// From the prefix a view reads: the same high form.
-				need, ok := HighPrefixLen(enc[:min(len(enc), HighProbeLen)])
+				need, ok := highPrefixLen(enc[:min(len(enc), highProbeLen)])
 				if !ok || need > len(enc) {
 					t.Fatalf("%s n=%d depth %d: prefix %d, %t of %d", kind, n, d, need, ok, len(enc))
 				}
@@ -82,9 +83,9 @@ func TestSplit16HighChain(t *testing.T) {
 					t.Fatalf("%s n=%d depth %d: view differs from the truncated exact bytes", kind, n, d)
 				}
 				cut := make([]byte, len(high))
-				HighForm(cut, plain)
+				highForm(cut, plain)
 				if !bytes.Equal(cut, high) {
-					t.Fatalf("%s n=%d depth %d: HighForm differs from the decoded high form", kind, n, d)
+					t.Fatalf("%s n=%d depth %d: highForm differs from the decoded high form", kind, n, d)
 				}
 				refHigh = high
 				// The exact chain in split form: each level as the next
@@ -135,9 +136,9 @@ func TestDecodeHigh16Corruption(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 17))
 	plain, ref := genPair(rng, Float32, 20000, "walk")
 	refHigh := make([]byte, HighLen(len(ref)))
-	HighForm(refHigh, ref)
+	highForm(refHigh, ref)
 	want := make([]byte, HighLen(len(plain)))
-	HighForm(want, plain)
+	highForm(want, plain)
 	for _, r := range [][]byte{nil, ref} {
 		rh := refHigh
 		if r == nil {
@@ -178,9 +179,9 @@ func FuzzDecodeHigh16(f *testing.F) {
 		var refHigh []byte
 		if useRef {
 			refHigh = make([]byte, HighLen(len(ref)))
-			HighForm(refHigh, ref)
+			highForm(refHigh, ref)
 		}
-		if need, ok := HighPrefixLen(enc); ok && need < len(enc) {
+		if need, ok := highPrefixLen(enc); ok && need < len(enc) {
 			enc = enc[:need] // what a view reads
 		}
 		high, err := DecodeHigh16(nil, enc, refHigh, true)
@@ -212,10 +213,20 @@ func FuzzDecodeHigh16(f *testing.F) {
 		}
 		if out, err := Decode(nil, full, r); err == nil {
 			want := make([]byte, len(high))
-			HighForm(want, out)
+			highForm(want, out)
 			if !bytes.Equal(high, want) {
 				t.Fatal("high form differs from the exact decode's high halves")
 			}
 		}
 	})
+}
+
+// highForm writes the high form of plain bytes (a float32 chunk) into
+// high, as DecodeHigh16 rebuilds it.
+func highForm(high, plain []byte) {
+	n := len(plain) / 4
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint16(high[2*i:], uint16(binary.LittleEndian.Uint32(plain[4*i:])>>16))
+	}
+	copy(high[2*n:], plain[4*n:])
 }
