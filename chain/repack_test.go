@@ -334,13 +334,21 @@ const (
 	repackVictimTierEnv = "CKPTFS_CHAIN_REPACK_VICTIM_TIER"
 	// repackVictimCodecEnv makes the repack change the codec to split16.
 	repackVictimCodecEnv = "CKPTFS_CHAIN_REPACK_VICTIM_CODEC"
+	// repackVictimOnlineEnv makes it a mount's online tier pass
+	// (onlineTier), on a store of the default policy.
+	repackVictimOnlineEnv = "CKPTFS_CHAIN_REPACK_VICTIM_ONLINE"
 )
 
 // victimTier is the tier the killed repacks apply.
 func victimTier() (encode.Lossy, int, int) { return encode.LossyBF16, 2, 4 }
 
 func repackVictim(dir string) {
-	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: deepChains()}, Device: nandsim.SmallConfig()})
+	online := os.Getenv(repackVictimOnlineEnv) != ""
+	pol := deepChains()
+	if online {
+		pol = policy.Default()
+	}
+	ds, err := OpenDir(dir, DirOptions{Options: Options{Policy: pol}, Device: nandsim.SmallConfig()})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -356,6 +364,11 @@ func repackVictim(dir string) {
 	if os.Getenv(repackVictimCodecEnv) != "" {
 		c := encode.Split16
 		o.Codec = &c
+	}
+	if online {
+		afterSwap := o.afterSwap
+		o = onlineTier(nil)
+		o.afterSwap = afterSwap
 	}
 	_, err = ds.Store.Repack(o)
 	if err != nil {

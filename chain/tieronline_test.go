@@ -1,13 +1,20 @@
 package chain
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
@@ -329,4 +336,87 @@ func readAll(s *Store, id meta.VersionID, piece int) ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// TestTierOnlineKill kills online tier passes with SIGKILL at random
+// moments (while they plan, or just after a random swap): after each kill
+// every file reads exact or wholly rounded as its mark says and fsck finds
+// nothing; passes run again until one finishes, and the store then holds
+// exactly the lossy files of a pass that was never killed.
+func TestTierOnlineKill(t *testing.T) {
+	clean := openTestStore(t, "", policy.Default())
+	exact, rounded := tierFixture(t, clean.Store, 12)
+	if _, err := clean.Store.Repack(onlineTier(nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := checkTier(t, clean.Store, exact, rounded)
+	clean.Close()
+	if len(want) == 0 {
+		t.Fatal("an unkilled pass tiered nothing: the test would test nothing")
+	}
+	rng := rand.New(rand.NewSource(4242))
+	midway := 0
+	for trial := 0; trial < 4; trial++ {
+		dir := t.TempDir()
+		ds := openTestStore(t, dir, policy.Default())
+		tierFixture(t, ds.Store, 12)
+		if err := ds.Close(); err != nil {
+			t.Fatal(err)
+		}
+		finished := false
+		for round := 0; round < 40 && !finished; round++ {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), repackVictimEnv+"="+dir, repackVictimOnlineEnv+"=1")
+			out, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(out)
+			for lines.Scan() && lines.Text() != "repacking" {
+			}
+			kill := func() { cmd.Process.Signal(syscall.SIGKILL) }
+			timer := time.AfterFunc(time.Duration(rng.Intn(100))*time.Millisecond, kill)
+			afterSwap := -1
+			if rng.Intn(2) == 0 {
+				timer.Stop()
+				afterSwap = 1 + rng.Intn(3)
+			}
+			swapped := 0
+			for lines.Scan() {
+				switch line := lines.Text(); {
+				case line == "done":
+					finished = true
+				case strings.HasPrefix(line, "error"):
+					t.Fatalf("trial %d: victim: %s", trial, line)
+				case strings.HasPrefix(line, "swapped"):
+					swapped++
+					if swapped == afterSwap {
+						time.AfterFunc(time.Duration(rng.Intn(3000))*time.Microsecond, kill)
+					}
+				}
+			}
+			timer.Stop()
+			cmd.Wait()
+			if swapped > 0 && !finished {
+				midway++
+			}
+			ds := openTestStore(t, dir, policy.Default())
+			checkTier(t, ds.Store, exact, rounded)
+			mustCheck(t, ds.Store, true)
+			ds.Close()
+		}
+		if !finished {
+			t.Fatalf("trial %d: a pass killed 40 times never finished", trial)
+		}
+		ds = openTestStore(t, dir, policy.Default())
+		if got := checkTier(t, ds.Store, exact, rounded); !maps.Equal(got, want) {
+			t.Errorf("trial %d: lossy after the kills %v, a pass never killed %v", trial, got, want)
+		}
+		ds.Close()
+	}
+	t.Logf("%d kills between two swaps", midway)
+	if midway == 0 {
+		t.Error("no kill landed between two swaps: the test tested nothing")
+	}
 }
