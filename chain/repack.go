@@ -539,15 +539,7 @@ func (s *Store) rebaseOutsiders(plans []filePlan, o RepackOptions, rep *RepackRe
 	}
 	var outsiders []meta.Version
 	err := s.view(func(tx *txn) error {
-		all := map[meta.VersionID]*meta.Version{}
-		dependents := map[meta.VersionID][]meta.VersionID{}
-		err := tx.mtx.ForEachVersion(func(v *meta.Version) error {
-			all[v.ID] = v
-			if v.Ref != 0 {
-				dependents[v.Ref] = append(dependents[v.Ref], v.ID)
-			}
-			return nil
-		})
+		all, dependents, err := tx.versionGraph()
 		if err != nil {
 			return err
 		}

@@ -379,6 +379,49 @@ func repackVictim(dir string) {
 	fmt.Println("done")
 }
 
+// killRepackVictim runs the test binary as a repack victim (env names
+// the store and what it does) and kills it with SIGKILL at a random
+// moment: within maxDelay (while it plans, or between swaps), or, every
+// other time, just after one of its first maxSwap swaps, when the next
+// re-coding is being written. It reports whether the repack finished, and
+// how many swaps it made.
+func killRepackVictim(t *testing.T, rng *rand.Rand, env []string, maxDelay time.Duration, maxSwap int) (finished bool, swapped int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "repacking" {
+	}
+	kill := func() { cmd.Process.Signal(syscall.SIGKILL) }
+	timer := time.AfterFunc(time.Duration(rng.Int63n(int64(maxDelay))), kill)
+	afterSwap := -1
+	if rng.Intn(2) == 0 {
+		timer.Stop()
+		afterSwap = 1 + rng.Intn(maxSwap)
+	}
+	for lines.Scan() {
+		switch line := lines.Text(); {
+		case line == "done":
+			finished = true
+		case strings.HasPrefix(line, "error"):
+			t.Fatalf("victim: %s", line)
+		case strings.HasPrefix(line, "swapped"):
+			swapped++
+			if swapped == afterSwap {
+				time.AfterFunc(time.Duration(rng.Intn(3000))*time.Microsecond, kill)
+			}
+		}
+	}
+	timer.Stop()
+	cmd.Wait()
+	return finished, swapped
+}
+
 // checkCodec fails unless every file's version is coded with codec.
 func checkCodec(t *testing.T, s *Store, codec string) {
 	t.Helper()
@@ -432,49 +475,15 @@ func TestRepackKill(t *testing.T) {
 		}
 		var finished bool
 		for round := 0; round < 40 && !finished; round++ {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), repackVictimEnv+"="+dir)
+			env := []string{repackVictimEnv + "=" + dir}
 			if tiered {
-				cmd.Env = append(cmd.Env, repackVictimTierEnv+"=1")
+				env = append(env, repackVictimTierEnv+"=1")
 			}
 			if recodec {
-				cmd.Env = append(cmd.Env, repackVictimCodecEnv+"=1")
+				env = append(env, repackVictimCodecEnv+"=1")
 			}
-			out, _ := cmd.StdoutPipe()
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			lines := bufio.NewScanner(out)
-			for lines.Scan() && lines.Text() != "repacking" {
-			}
-			// Kill at a random moment: some time in (while it plans, or
-			// between swaps), or just after a random swap, when the next
-			// re-coding is being written.
-			kill := func() { cmd.Process.Signal(syscall.SIGKILL) }
-			timer := time.AfterFunc(time.Duration(rng.Intn(150))*time.Millisecond, kill)
-			afterSwap := -1
-			if rng.Intn(2) == 0 {
-				timer.Stop()
-				afterSwap = 1 + rng.Intn(4)
-			}
-			swapped := 0
-			for lines.Scan() {
-				line := lines.Text()
-				switch {
-				case line == "done":
-					finished = true
-				case strings.HasPrefix(line, "error"):
-					t.Fatalf("trial %d: victim: %s", trial, line)
-				case strings.HasPrefix(line, "swapped"):
-					swapped++
-					if swapped == afterSwap {
-						time.AfterFunc(time.Duration(rng.Intn(3000))*time.Microsecond, kill)
-					}
-				}
-			}
-			timer.Stop()
-			cmd.Wait()
+			var swapped int
+			finished, swapped = killRepackVictim(t, rng, env, 150*time.Millisecond, 4)
 			if swapped > 0 && !finished {
 				midway++
 			}

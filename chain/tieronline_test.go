@@ -1,18 +1,13 @@
 package chain
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math/rand"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -365,39 +360,9 @@ func TestTierOnlineKill(t *testing.T) {
 		}
 		finished := false
 		for round := 0; round < 40 && !finished; round++ {
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), repackVictimEnv+"="+dir, repackVictimOnlineEnv+"=1")
-			out, _ := cmd.StdoutPipe()
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			lines := bufio.NewScanner(out)
-			for lines.Scan() && lines.Text() != "repacking" {
-			}
-			kill := func() { cmd.Process.Signal(syscall.SIGKILL) }
-			timer := time.AfterFunc(time.Duration(rng.Intn(100))*time.Millisecond, kill)
-			afterSwap := -1
-			if rng.Intn(2) == 0 {
-				timer.Stop()
-				afterSwap = 1 + rng.Intn(3)
-			}
-			swapped := 0
-			for lines.Scan() {
-				switch line := lines.Text(); {
-				case line == "done":
-					finished = true
-				case strings.HasPrefix(line, "error"):
-					t.Fatalf("trial %d: victim: %s", trial, line)
-				case strings.HasPrefix(line, "swapped"):
-					swapped++
-					if swapped == afterSwap {
-						time.AfterFunc(time.Duration(rng.Intn(3000))*time.Microsecond, kill)
-					}
-				}
-			}
-			timer.Stop()
-			cmd.Wait()
+			var swapped int
+			finished, swapped = killRepackVictim(t, rng, []string{repackVictimEnv + "=" + dir, repackVictimOnlineEnv + "=1"},
+				100*time.Millisecond, 3)
 			if swapped > 0 && !finished {
 				midway++
 			}
