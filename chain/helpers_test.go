@@ -122,3 +122,17 @@ func stagedFile(t testing.TB, size int64, pieces map[int64][]byte) *os.File {
 	}
 	return f
 }
+
+// fileInfo is what the store says of name (in the root).
+func fileInfo(t testing.TB, s *Store, name string) *FileInfo {
+	t.Helper()
+	n, err := s.Names().Lookup(meta.RootIno, name)
+	if err != nil {
+		t.Fatalf("lookup %s: %v", name, err)
+	}
+	info, err := s.Info(n.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}

@@ -29,18 +29,7 @@ func BenchmarkColdRead(b *testing.B) {
 // width, as in a restore of a real checkpoint; the device file is dropped
 // from the page cache too.
 func BenchmarkColdReadLarge(b *testing.B) {
-	p := policy.Default()
-	p.SnapDis = 6
-	dev, err := nandsim.ConfigForSize(nandsim.SmallConfig(), 1<<30)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The read cache of a mount's default --cache-mib.
-	ds, err := OpenDir(b.TempDir(), DirOptions{Options: Options{Policy: p, CacheBytes: 64 << 20}, Device: dev, NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ds, files, ids := deepSeriesIn(b, ds, 5, 16<<20)
+	ds, files, ids := largeSeriesStore(b, encode.DefaultCodec)
 	defer ds.Close()
 	coldReads(b, ds, files, ids, true, ds.OpenVersion)
 }
@@ -50,21 +39,27 @@ func BenchmarkColdReadLarge(b *testing.B) {
 // and one of split16 (issue 51: a view reads from the high planes alone).
 func BenchmarkViewColdRead(b *testing.B) {
 	for _, c := range []encode.Codec{encode.DefaultCodec, encode.Split16} {
-		p := policy.Default()
-		p.SnapDis, p.Codec = 6, c
-		dev, err := nandsim.ConfigForSize(nandsim.SmallConfig(), 1<<30)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ds, err := OpenDir(b.TempDir(), DirOptions{Options: Options{Policy: p, CacheBytes: 64 << 20}, Device: dev, NoSync: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ds, files, ids := deepSeriesIn(b, ds, 5, 16<<20)
+		ds, files, ids := largeSeriesStore(b, c)
 		b.Run(c.String()+"/exact", func(b *testing.B) { coldReads(b, ds, files, ids, true, ds.OpenVersion) })
 		b.Run(c.String()+"/view", func(b *testing.B) { coldReads(b, ds, files, ids, true, ds.OpenView) })
 		ds.Close()
 	}
+}
+
+// largeSeriesStore is a store of codec c on a 1 GiB simulated SSD, with a
+// mount's default read cache, holding 5 saves of 16 MiB at depths 0 to 4.
+func largeSeriesStore(b *testing.B, c encode.Codec) (*DirStore, [][]byte, []meta.VersionID) {
+	p := policy.Default()
+	p.SnapDis, p.Codec = 6, c
+	dev, err := nandsim.ConfigForSize(nandsim.SmallConfig(), 1<<30)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ds, err := OpenDir(b.TempDir(), DirOptions{Options: Options{Policy: p, CacheBytes: 64 << 20}, Device: dev, NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return deepSeriesIn(b, ds, 5, 16<<20)
 }
 
 // coldReads reads each save but the newest in 1 MiB calls, the read cache

@@ -575,14 +575,7 @@ func checkTier(t testing.TB, s *Store, exact, rounded map[string][]byte) map[str
 	lossy := map[string]bool{}
 	for name, b := range exact {
 		got := readFile(t, s, name)
-		n, err := s.Names().Lookup(meta.RootIno, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(n.Ino)
-		if err != nil {
-			t.Fatal(err)
-		}
+		info := fileInfo(t, s, name)
 		switch {
 		case bytes.Equal(got, b) && info.Fidelity == "exact":
 		case rounded[name] != nil && bytes.Equal(got, rounded[name]) && info.Fidelity == "bf16":

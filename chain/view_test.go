@@ -33,19 +33,12 @@ func TestViewReadsCutFloats(t *testing.T) {
 				name := fmt.Sprintf("ckpt-%d.npy", k)
 				data := ckpttest.NpyFile(vals)
 				writeFile(t, s, name, data, 1<<20)
-				n, err := s.Names().Lookup(meta.RootIno, name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				info, err := s.Info(n.Ino)
-				if err != nil {
-					t.Fatal(err)
-				}
+				info := fileInfo(t, s, name)
 				depths[info.Depth] = true
 				want := bytes.Clone(data)
 				encode.TruncateFloat32(want[128:]) // the npy header is 128 bytes
 				s.DropCaches()
-				got := readView(t, s, n.Version, rng)
+				got := readView(t, s, info.Version, rng)
 				if !bytes.Equal(got, want) {
 					i := 0
 					for i < len(got) && got[i] == want[i] {
@@ -133,21 +126,14 @@ func TestRepackCodecSplit16(t *testing.T) {
 		if got := readFile(t, s, name); !bytes.Equal(got, data) {
 			t.Fatalf("%s changed", name)
 		}
-		n, err := s.Names().Lookup(meta.RootIno, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(n.Ino)
-		if err != nil {
-			t.Fatal(err)
-		}
+		info := fileInfo(t, s, name)
 		if info.Codec != "split16" {
 			t.Errorf("%s: codec %s after the repack", name, info.Codec)
 		}
 		want := bytes.Clone(data)
 		encode.TruncateFloat32(want[128:])
 		s.DropCaches()
-		if got := readView(t, s, n.Version, rng); !bytes.Equal(got, want) {
+		if got := readView(t, s, info.Version, rng); !bytes.Equal(got, want) {
 			t.Fatalf("%s: view differs after the repack", name)
 		}
 	}
