@@ -135,8 +135,8 @@ func lossySchemes(role string) []lossyScheme {
 		domain: func(x float32) float64 { return float64(x) }}
 	// Fewer mantissa bits than bfloat16's 7, float32's range kept: the
 	// planes codec then stores fewer nonzero bit planes.
-	m4 := lossyScheme{name: "m4", errKind: "max relative", bound: 1.0 / 32, round: func(x float32) float32 { return roundMantissa(x, 4) }}
-	m3 := lossyScheme{name: "m3", errKind: "max relative", bound: 1.0 / 16, round: func(x float32) float32 { return roundMantissa(x, 3) }}
+	m4 := lossyScheme{name: "m4", errKind: "max relative", bound: 1.0 / 32, round: func(x float32) float32 { return RoundMantissa(x, 4) }}
+	m3 := lossyScheme{name: "m3", errKind: "max relative", bound: 1.0 / 16, round: func(x float32) float32 { return RoundMantissa(x, 3) }}
 	sched := []lossyScheme{exact, bf16, m4, m3, fp16, q8}
 	if role == "variance" {
 		// exp_avg_sq enters Adam's step as its square root: quantize that.
@@ -157,22 +157,6 @@ func roundBF16(x float32) float32 {
 	}
 	u += 0x7fff + (u>>16)&1
 	return math.Float32frombits(u &^ 0xffff)
-}
-
-// roundMantissa rounds x to k mantissa bits (nearest, ties to even), as
-// float32 with float32's exponent range; infinities and NaN kept.
-func roundMantissa(x float32, k uint) float32 {
-	u := math.Float32bits(x)
-	if u&0x7f800000 == 0x7f800000 {
-		return x
-	}
-	drop := 23 - k
-	half := uint32(1)<<(drop-1) - 1
-	u += half + (u>>drop)&1
-	if u&0x7f800000 == 0x7f800000 {
-		u-- // past float32's largest: clamp (a tier keeps the range)
-	}
-	return math.Float32frombits(u &^ (1<<drop - 1))
 }
 
 // roundFP16 rounds x to the nearest float16 value (ties to even), as

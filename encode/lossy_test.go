@@ -13,6 +13,30 @@ import (
 // infinities stay, nothing finite becomes infinite, and rounding twice
 // changes nothing.
 func TestRoundBF16Bound(t *testing.T) {
+	checkRoundBound(t, RoundBF16, 7)
+}
+
+// TestRoundMantissaBound checks RoundMantissa as TestRoundBF16Bound checks
+// RoundBF16, at 4 bits (LossyM4) and at 7, where it must equal RoundBF16.
+func TestRoundMantissaBound(t *testing.T) {
+	checkRoundBound(t, func(x float32) float32 { return RoundMantissa(x, 4) }, 4)
+	rng := rand.New(rand.NewSource(10))
+	for i := 0; i < 100_000; i++ {
+		x := math.Float32frombits(rng.Uint32())
+		a, b := RoundMantissa(x, 7), RoundBF16(x)
+		if math.Float32bits(a) != math.Float32bits(b) && !(math.IsNaN(float64(a)) && math.IsNaN(float64(b))) {
+			t.Fatalf("%v: RoundMantissa(7) %v, RoundBF16 %v", x, a, b)
+		}
+	}
+}
+
+// checkRoundBound checks that round keeps k mantissa bits: relative error
+// 2^-(k+1) for normal values (where it clamps too), 2^-(127+k) absolute
+// among subnormals, NaN stays NaN, infinities stay, nothing finite becomes
+// infinite, and rounding twice changes nothing.
+func checkRoundBound(t *testing.T, round func(float32) float32, k int) {
+	t.Helper()
+	low := uint32(1)<<(23-k) - 1
 	rng := rand.New(rand.NewSource(9))
 	vals := []float32{0, float32(math.Copysign(0, -1)), 1, -1, math.MaxFloat32, -math.MaxFloat32,
 		math.SmallestNonzeroFloat32, 1.17549435e-38, float32(math.Inf(1)), float32(math.Inf(-1)),
@@ -21,7 +45,7 @@ func TestRoundBF16Bound(t *testing.T) {
 		vals = append(vals, math.Float32frombits(rng.Uint32()))
 	}
 	for _, x := range vals {
-		r := RoundBF16(x)
+		r := round(x)
 		switch {
 		case math.IsNaN(float64(x)):
 			if !math.IsNaN(float64(r)) {
@@ -36,21 +60,21 @@ func TestRoundBF16Bound(t *testing.T) {
 		case math.IsInf(float64(r), 0):
 			t.Fatalf("finite %v became %v", x, r)
 		}
-		if math.Float32bits(r)&0xffff != 0 {
-			t.Fatalf("%v -> %v is not a bfloat16 value", x, r)
+		if math.Float32bits(r)&low != 0 {
+			t.Fatalf("%v -> %v keeps more than %d mantissa bits", x, r, k)
 		}
-		if RoundBF16(r) != r {
-			t.Fatalf("rounding %v twice gives %v", r, RoundBF16(r))
+		if round(r) != r {
+			t.Fatalf("rounding %v twice gives %v", r, round(r))
 		}
 		diff := math.Abs(float64(r) - float64(x))
 		a := math.Abs(float64(x))
 		switch {
 		case a < 1.1754943508222875e-38: // subnormal
-			if diff > math.Pow(2, -134) {
+			if diff > math.Pow(2, float64(-127-k)) {
 				t.Fatalf("subnormal %v -> %v: error %g", x, r, diff)
 			}
 		default:
-			if diff > a*math.Pow(2, -8) {
+			if diff > a*math.Pow(2, float64(-k-1)) {
 				t.Fatalf("%v -> %v: relative error %g", x, r, diff/a)
 			}
 		}
@@ -80,5 +104,12 @@ func TestLossyApplyBytes(t *testing.T) {
 	}
 	if l, err := LossyByName("bf16"); err != nil || l.Name != "bf16" || l.IsZero() {
 		t.Fatalf("bf16: %v %v", l, err)
+	}
+	LossyM4.Apply(dst, src)
+	for i := 0; i < 1000; i++ {
+		x := math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(dst[4*i:])); got != RoundMantissa(x, 4) {
+			t.Fatalf("m4 value %d: %v, want %v", i, got, RoundMantissa(x, 4))
+		}
 	}
 }
