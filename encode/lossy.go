@@ -42,7 +42,7 @@ var LossyBF16 = Lossy{
 var LossyM4 = Lossy{
 	Name: "m4",
 	Bound: "float32 values rounded to the nearest value with 4 mantissa bits: relative error at most " +
-		"2^-5 (magnitudes past the largest such value clamp to it), absolute at most 2^-130 among " +
+		"2^-5 (magnitudes past the largest such value clamp to it), absolute at most 2^-131 among " +
 		"subnormals; NaN and infinities kept",
 	apply: func(dst, src []byte) { roundMantissaBytes(dst, src, 4) },
 }
