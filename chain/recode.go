@@ -44,6 +44,11 @@ type recodeOptions struct {
 	lossy     encode.Lossy
 	lossySelf bool
 	lossyRef  bool
+	// lossyMoments, if set, is applied instead of lossy to the tensors
+	// whose segment keys are in moments (the version's optimizer moments)
+	// or, for the reference's, refMoments.
+	lossyMoments        encode.Lossy
+	moments, refMoments map[string]bool
 	// patches set bytes after the transform: the CRC fields of a zip
 	// whose members' bytes the transform changed.
 	patches []bytePatch
@@ -53,6 +58,15 @@ type recodeOptions struct {
 	// background rebuilds at the encoders' lowered priority: a mounted
 	// store's tier takes what the training leaves.
 	background bool
+}
+
+// schemeFor is the scheme of the tensor whose segment key is key, given
+// the moments of its version.
+func (o recodeOptions) schemeFor(key string, moments map[string]bool) encode.Lossy {
+	if !o.lossyMoments.IsZero() && moments[key] {
+		return o.lossyMoments
+	}
+	return o.lossy
 }
 
 // bytePatch is bytes to set at a file offset.
@@ -124,7 +138,7 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 	var deltas, unchanged uint32
 	var crc uint32
 	var firstErr error
-	transformed := false
+	transformed, momentsTransformed := false, false
 	collect := func() {
 		j := queue[0]
 		queue = queue[1:]
@@ -196,7 +210,9 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 			}
 			j.job.dtype = encode.DType(sg.DType)
 			lossy := o.lossySelf && sg.Tensor && encode.DType(sg.DType) == encode.Float32
+			scheme := o.schemeFor(sg.Key, o.moments)
 			transformed = transformed || lossy
+			momentsTransformed = momentsTransformed || lossy && scheme.Name != o.lossy.Name
 			if sg.Tensor {
 				j.job.codec = pol.Codec
 				if rs, ok := refSeg[sg.Key]; ok && rs.DType == sg.DType {
@@ -209,7 +225,7 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 						j.job.refVer, j.job.refOff = ref, refOff
 						j.chunk.RefOffset = refOff
 						if o.lossyRef && encode.DType(sg.DType) == encode.Float32 {
-							j.job.refMap = o.lossy.Apply
+							j.job.refMap = o.schemeFor(rs.Key, o.refMoments).Apply
 						}
 					}
 				}
@@ -237,7 +253,7 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 					}
 				}
 				if lossy {
-					o.lossy.Apply(plain, plain)
+					scheme.Apply(plain, plain)
 				}
 				for _, p := range patched {
 					applyPatch(plain, j.chunk.Offset, p)
@@ -268,6 +284,9 @@ func (s *Store) recode(id, ref meta.VersionID, o recodeOptions) (*recoded, error
 	v.Checksum = crc
 	if transformed {
 		v.Fidelity = o.lossy.Name
+		if momentsTransformed {
+			v.Fidelity += "+" + o.lossyMoments.Name // weights bf16, moments m4: "bf16+m4"
+		}
 	}
 	v.Pack, v.PackBytes = exts, packBytes
 	v.Codec = pol.Codec.String()

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/ckptfs/ckptfs/chain/policy"
 	"github.com/ckptfs/ckptfs/encode"
@@ -37,6 +40,14 @@ func (s *Store) Repack(o RepackOptions) (*RepackReport, error) {
 		return nil, fmt.Errorf("repack: window %d must be at least 0", o.Window)
 	}
 	rep := &RepackReport{MaxDepth: o.MaxDepth, Window: planWindow(o.MaxDepth, o.Window), DryRun: o.DryRun, Lossy: o.Lossy.Name, Bound: o.Lossy.Bound}
+	if !o.LossyMoments.IsZero() {
+		if o.Lossy.IsZero() {
+			return nil, fmt.Errorf("repack: a scheme for optimizer moments needs a tier")
+		}
+		rep.Lossy += "+" + o.LossyMoments.Name
+		rep.Bound += "; the optimizer moments of torch.save files (" + strings.Join(slices.Sorted(maps.Keys(momentNames)), ", ") +
+			"): " + o.LossyMoments.Bound
+	}
 	for _, p := range o.Families {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("repack: family pattern %q: %w", p, err)
@@ -108,8 +119,11 @@ type RepackOptions struct {
 	Families []string
 	// Lossy, if set, is an archive tier: the files outside the exact tier
 	// are re-coded with it, and marked (meta.Version.Fidelity). A file
-	// whose format cannot stay valid keeps exact.
-	Lossy encode.Lossy
+	// whose format cannot stay valid keeps exact. LossyMoments, if set, is
+	// the scheme of the optimizer moments of torch.save files instead
+	// (momentNames; marked "bf16+m4").
+	Lossy        encode.Lossy
+	LossyMoments encode.Lossy
 	// ExactNewest and ExactEvery say which files of each family stay
 	// exact under Lossy: the newest ExactNewest, and every ExactEvery-th in
 	// save order (0: none).
@@ -303,6 +317,9 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 			}
 			if ok {
 				plans[i].lossy, plans[i].tiering, plans[i].zip = true, true, members
+				if plans[i].moments, err = s.tierMoments(v, members, o); err != nil {
+					return row, err
+				}
 				row.Tiered++
 			} else if v.TensorBytes > 0 {
 				row.Untierable++
@@ -372,14 +389,34 @@ func (s *Store) repackFamily(name string, fam *familyVersions, o RepackOptions, 
 // filePlan is one file's part in its family's plan.
 type filePlan struct {
 	v       meta.Version
-	lossy   bool        // in the lossy sequence (already lossy, or tiering)
-	tiering bool        // becomes lossy now
-	zip     []zipMember // its zip members, whose CRCs the tier rewrites
-	patches []bytePatch // those CRC fields, once measured
-	depth   int         // planned
-	ref     int         // planned reference: its index in plans, or -1
-	far     bool        // planned against a file before the one just before it
+	lossy   bool            // in the lossy sequence (already lossy, or tiering)
+	tiering bool            // becomes lossy now
+	zip     []zipMember     // its zip members, whose CRCs the tier rewrites
+	moments map[string]bool // segment keys of its optimizer moments (LossyMoments)
+	patches []bytePatch     // those CRC fields, once measured
+	depth   int             // planned
+	ref     int             // planned reference: its index in plans, or -1
+	far     bool            // planned against a file before the one just before it
 	want    meta.VersionID
+}
+
+// lossyOptions are the re-coding options of p under the tier of o, coded
+// against ref (nil: none, or a file outside the plan).
+func (o RepackOptions) lossyOptions(p *filePlan, ref *filePlan) recodeOptions {
+	opts := recodeOptions{lossy: o.Lossy, lossyMoments: o.LossyMoments, lossySelf: p.tiering, moments: p.moments}
+	if ref != nil {
+		opts.lossyRef, opts.refMoments = ref.tiering, ref.moments
+	}
+	return opts
+}
+
+// tierMoments are the segment keys of v's optimizer moments, if the tier
+// has a scheme of their own (LossyMoments).
+func (s *Store) tierMoments(v meta.Version, members []zipMember, o RepackOptions) (map[string]bool, error) {
+	if o.LossyMoments.IsZero() {
+		return nil, nil
+	}
+	return s.momentKeys(v, members)
 }
 
 // keepsExact reports whether file i of n stays in the exact tier: one of
@@ -435,7 +472,7 @@ func (s *Store) planSequence(plans []filePlan, seq []int, lossy bool, o RepackOp
 	for k, i := range seq {
 		p := &plans[i]
 		var zc *zipCRCs
-		opts := recodeOptions{lossy: o.Lossy, lossySelf: p.tiering}
+		opts := o.lossyOptions(p, nil)
 		if p.tiering && p.zip != nil {
 			zc = newZipCRCs(p.zip)
 			opts.observe = zc.observe
@@ -464,7 +501,7 @@ func (s *Store) planSequence(plans []filePlan, seq []int, lossy bool, o RepackOp
 			if ref.v.TensorBytes == 0 {
 				continue
 			}
-			opts = recodeOptions{lossy: o.Lossy, lossySelf: p.tiering, lossyRef: ref.tiering}
+			opts = o.lossyOptions(p, &ref)
 			if delta[k][g-1], err = s.codingSize(p.v, ref.v.ID, opts, rep); err != nil {
 				return 0, err
 			}
@@ -628,8 +665,12 @@ func (s *Store) applyLossyPart(plans []filePlan, part []int, o RepackOptions, re
 		if !p.tiering && p.v.Ref == p.want && !refChanges {
 			continue
 		}
-		opts := recodeOptions{patches: p.patches, lossy: o.Lossy, lossySelf: p.tiering,
-			lossyRef: refChanges, background: o.Online}
+		var ref *filePlan
+		if p.ref >= 0 {
+			ref = &plans[p.ref]
+		}
+		opts := o.lossyOptions(&p, ref)
+		opts.patches, opts.background = p.patches, o.Online
 		rc, err := s.recode(p.v.ID, p.want, opts)
 		if err != nil {
 			drop()

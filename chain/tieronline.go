@@ -90,7 +90,11 @@ func (s *Store) tierFamilyOnline(name string, fam *familyVersions, o RepackOptio
 				dropped = true
 				continue
 			}
-			plans[index[id]].zip = members
+			p := &plans[index[id]]
+			p.zip = members
+			if p.moments, err = s.tierMoments(p.v, members, o); err != nil {
+				return row, tierErr(name, err)
+			}
 		}
 		if !dropped {
 			break
@@ -136,8 +140,12 @@ func (s *Store) tierFamilyOnline(name string, fam *familyVersions, o RepackOptio
 			continue
 		}
 		zc := newZipCRCs(p.zip)
-		opts := recodeOptions{lossy: o.Lossy, lossySelf: true, lossyRef: p.ref >= 0 && plans[p.ref].tiering,
-			observe: zc.observe, background: true}
+		var ref *filePlan
+		if p.ref >= 0 {
+			ref = &plans[p.ref]
+		}
+		opts := o.lossyOptions(p, ref)
+		opts.observe, opts.background = zc.observe, true
 		if _, err := s.codingSize(p.v, p.want, opts, rep); err != nil {
 			return row, tierErr(name, err)
 		}

@@ -16,6 +16,7 @@ import (
 
 // zipMember is one stored member of a zip archive.
 type zipMember struct {
+	name       string
 	data, size int64   // the member's bytes (stored: compressed size = size)
 	crcAt      []int64 // file offsets of its CRC-32 fields
 	crc        uint32  // the CRC-32 recorded
@@ -143,7 +144,7 @@ func zipMembers(readAt func(p []byte, off int64) error, size int64) ([]zipMember
 		if data+csize > size {
 			return nil, fmt.Errorf("%w: member at %d overruns the file", errNotZip, data)
 		}
-		m := zipMember{data: data, size: csize, crc: crc, crcAt: []int64{lho + 14, cdEntry + 16}}
+		m := zipMember{name: string(h[46 : 46+nameLen]), data: data, size: csize, crc: crc, crcAt: []int64{lho + 14, cdEntry + 16}}
 		if flags&0x8 != 0 {
 			// A data descriptor follows the data, with or without its
 			// signature.

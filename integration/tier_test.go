@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -76,7 +77,8 @@ func TestRepackTierTorch(t *testing.T) {
 }
 
 // TestMountTierTorch mounts with a tier the daemon applies by itself
-// (--tier bf16) and saves torch.save and safetensors series into it, one
+// (--tier bf16 --tier-moments m4: the optimizer's exp_avg at 4 mantissa
+// bits, the rest bf16) and saves torch.save and safetensors series into it, one
 // file held open from its save on: while open it stays exact, as the files
 // its reads decode do; once every pass is done, each file outside the
 // newest 2 of its series is lossy unless an exact file is coded against
@@ -85,7 +87,7 @@ func TestRepackTierTorch(t *testing.T) {
 // logs no error.
 func TestMountTierTorch(t *testing.T) {
 	py := venvPython(t)
-	m := newMount(t, "--tier", "bf16", "--tier-exact-newest", "2", "--tier-interval", "200ms")
+	m := newMount(t, "--tier", "bf16", "--tier-moments", "m4", "--tier-exact-newest", "2", "--tier-interval", "200ms")
 	run := m.path("run")
 	if err := os.Mkdir(run, 0o755); err != nil {
 		t.Fatal(err)
@@ -95,27 +97,34 @@ func TestMountTierTorch(t *testing.T) {
 	if out, err := exec.Command(py, "py/tier_check.py", "write", run, "8", "1", "20").CombinedOutput(); err != nil {
 		t.Fatalf("write, ckpt-01.pt held open: %v\n%s", err, out)
 	}
-	var lossy []string
+	lossy := map[string]string{} // name -> fidelity
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err := exec.Command(py, "py/tier_check.py", "check", run).CombinedOutput()
 		if err != nil {
 			t.Fatalf("check: %v\n%s", err, out)
 		}
-		lossy = strings.Fields(string(out))
-		if slices.Contains(lossy, "ckpt-01.pt") || time.Now().After(deadline) {
+		clear(lossy)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if name, fidelity, _ := strings.Cut(line, " "); name != "" {
+				lossy[name] = cmp.Or(fidelity, "bf16")
+			}
+		}
+		if lossy["ckpt-01.pt"] != "" || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("lossy: %v", lossy)
-	for _, want := range []string{"ckpt-00.pt", "ckpt-01.pt", "model-00.safetensors", "model-01.safetensors"} {
-		if !slices.Contains(lossy, want) {
-			t.Errorf("%s is not tiered", want)
+	// The torch.save files hold an optimizer's exp_avg: m4 for it.
+	for want, fidelity := range map[string]string{"ckpt-00.pt": "bf16+m4", "ckpt-01.pt": "bf16+m4",
+		"model-00.safetensors": "bf16", "model-01.safetensors": "bf16"} {
+		if lossy[want] != fidelity {
+			t.Errorf("%s: %q, want %s", want, lossy[want], fidelity)
 		}
 	}
 	for _, exact := range []string{"ckpt-06.pt", "ckpt-07.pt", "model-06.safetensors", "model-07.safetensors"} {
-		if slices.Contains(lossy, exact) {
+		if lossy[exact] != "" {
 			t.Errorf("%s, among the newest 2, is lossy", exact)
 		}
 	}

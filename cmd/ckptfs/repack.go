@@ -38,11 +38,11 @@ type repackOutput struct {
 func newRepackCommand() *cobra.Command {
 	var store string
 	var maxDepth, window, exactNewest, exactEvery int
-	var lossy, codec string
+	var lossy, moments, codec string
 	var families []string
 	var dryRun, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "repack --store DIR [--max-depth K] [--window W] [--family PATTERN]... [--codec C] [--lossy bf16 [--exact-newest N] [--exact-every M]] [--dry-run]",
+		Use:   "repack --store DIR [--max-depth K] [--window W] [--family PATTERN]... [--codec C] [--lossy bf16 [--lossy-moments m4] [--exact-newest N] [--exact-every M]] [--dry-run]",
 		Short: "Re-plan a finished run: fewest stored bytes with reads bounded to K+1 decodes",
 		Long: `repack re-plans the chains of an unmounted store. For each family (a
 checkpoint series) it chooses which files are stored whole and which as deltas
@@ -64,11 +64,14 @@ view (.ckptfs/view/bf16 in a mount) reads fastest: it decodes the high 16
 bits of each float32 alone. It stores more than the default codec (2-27% per
 tensor role; docs/ARCHIVE.md), and no dry run measures it.
 
---lossy bf16 is an archive tier, and the only way anything in ckptfs becomes
-lossy: in each family, every file but the newest --exact-newest (3) and every
+--lossy bf16 is an archive tier, and with a mount's --tier the only way
+anything in ckptfs becomes lossy: in each family, every file but the newest --exact-newest (3) and every
 --exact-every-th (none by default) has its float32 tensors rounded to the
 nearest bfloat16 and kept as float32, in the same file format (a torch.save
 zip's CRCs are rewritten), so torch.load and safetensors read it unchanged.
+--lossy-moments m4 rounds the optimizer moments of torch.save files
+(exp_avg, exp_avg_sq, momentum_buffer, ...: the storages data.pkl names so)
+to 4 mantissa bits instead (relative error 2^-5), marked bf16+m4.
 Exact files are never coded against lossy ones. The tier swaps one part of
 the plan (at most 4(K+1) files) per transaction, newest first: a kill leaves
 each file exact or tiered as its mark says. A tiered file says so:
@@ -108,8 +111,13 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 				if opts.Lossy, err = encode.LossyByName(lossy); err != nil {
 					return fmt.Errorf("--lossy: %w", err)
 				}
-			} else if cmd.Flags().Changed("exact-newest") || cmd.Flags().Changed("exact-every") {
-				return errors.New("--exact-newest and --exact-every choose the exact tier of --lossy: give --lossy too")
+				if moments != "" {
+					if opts.LossyMoments, err = encode.LossyByName(moments); err != nil {
+						return fmt.Errorf("--lossy-moments: %w", err)
+					}
+				}
+			} else if cmd.Flags().Changed("exact-newest") || cmd.Flags().Changed("exact-every") || moments != "" {
+				return errors.New("--exact-newest, --exact-every and --lossy-moments choose the tier of --lossy: give --lossy too")
 			}
 			var saves uint64
 			_ = ds.Medium.DB.View(func(tx *meta.Tx) error {
@@ -151,6 +159,7 @@ user.ckptfs.fidelity, ckptfs stats. It cannot be undone.`,
 	cmd.Flags().StringArrayVar(&families, "family", nil, "only the families whose names match this pattern (as ckptfs stats prints them, e.g. 'run/checkpoint-#/*'); repeatable")
 	cmd.Flags().StringVar(&codec, "codec", "", "re-code every exact file with this tensor codec, and make it the store's (split16: what the bf16 view reads fastest)")
 	cmd.Flags().StringVar(&lossy, "lossy", "", "archive tier: round the float32 tensors of files outside the exact tier (bf16); nothing is lossy without it")
+	cmd.Flags().StringVar(&moments, "lossy-moments", "", "with --lossy: round the optimizer moments of torch.save files (exp_avg, exp_avg_sq, momentum_buffer, ...) to this scheme instead (m4: 4 mantissa bits, relative error 2^-5)")
 	cmd.Flags().IntVar(&exactNewest, "exact-newest", 3, "with --lossy: the newest files of each family that stay exact")
 	cmd.Flags().IntVar(&exactEvery, "exact-every", 0, "with --lossy: also keep every M-th file of each family exact (0: none)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")

@@ -19,6 +19,7 @@ import (
 // applies by itself as files leave the exact tier.
 type tierFlags struct {
 	scheme      string
+	moments     string
 	exactNewest int
 	exactEvery  int
 	families    []string
@@ -27,6 +28,7 @@ type tierFlags struct {
 
 func (t *tierFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&t.scheme, "tier", "", "archive tier applied by the mount itself: round the float32 tensors of files that leave the exact tier to this precision (bf16), in the background, never while a file is open; nothing is lossy without it")
+	fl.StringVar(&t.moments, "tier-moments", "", "with --tier: round the optimizer moments of torch.save files (exp_avg, exp_avg_sq, momentum_buffer, ...) to this scheme instead (m4: 4 mantissa bits, relative error 2^-5)")
 	fl.IntVar(&t.exactNewest, "tier-exact-newest", 3, "with --tier: the newest files of each family that stay exact (at least 1)")
 	fl.IntVar(&t.exactEvery, "tier-exact-every", 0, "with --tier: also keep every M-th file of each family exact (0: none)")
 	fl.StringArrayVar(&t.families, "tier-family", nil, "with --tier: tier only the families matching this pattern (as `ckptfs stats` names them; repeatable; default: all)")
@@ -37,7 +39,7 @@ func (t *tierFlags) register(fl *pflag.FlagSet) {
 func (t *tierFlags) options(fl *pflag.FlagSet) (chain.RepackOptions, error) {
 	var o chain.RepackOptions
 	if t.scheme == "" {
-		for _, name := range []string{"tier-exact-newest", "tier-exact-every", "tier-family", "tier-interval"} {
+		for _, name := range []string{"tier-moments", "tier-exact-newest", "tier-exact-every", "tier-family", "tier-interval"} {
 			if fl.Changed(name) {
 				return o, fmt.Errorf("--%s chooses the tier of --tier: give --tier too", name)
 			}
@@ -47,6 +49,12 @@ func (t *tierFlags) options(fl *pflag.FlagSet) (chain.RepackOptions, error) {
 	lossy, err := encode.LossyByName(t.scheme)
 	if err != nil {
 		return o, fmt.Errorf("--tier: %w", err)
+	}
+	var moments encode.Lossy
+	if t.moments != "" {
+		if moments, err = encode.LossyByName(t.moments); err != nil {
+			return o, fmt.Errorf("--tier-moments: %w", err)
+		}
 	}
 	if t.exactNewest < 1 || t.exactEvery < 0 {
 		return o, errors.New("--tier-exact-newest must be at least 1 (the newest file is the next save's reference), --tier-exact-every not negative")
@@ -59,7 +67,7 @@ func (t *tierFlags) options(fl *pflag.FlagSet) (chain.RepackOptions, error) {
 			return o, fmt.Errorf("--tier-family %q: %w", p, err)
 		}
 	}
-	return chain.RepackOptions{Lossy: lossy, ExactNewest: t.exactNewest,
+	return chain.RepackOptions{Lossy: lossy, LossyMoments: moments, ExactNewest: t.exactNewest,
 		ExactEvery: t.exactEvery, Families: t.families, Online: true}, nil
 }
 

@@ -183,3 +183,15 @@ func walkNames(root pickle.Value, names map[string]string) {
 		}
 	}
 }
+
+// StorageNames names the storages of a torch.save pickle (a zip's
+// data.pkl) by their first dict-key path ("state.3.exp_avg"), keyed as the
+// detector keys their spans ("data/<key>"): what an archive tier needs to
+// tell a tensor's role.
+func StorageNames(pkl []byte) map[string]string {
+	names := map[string]string{}
+	for key, name := range pickleStorageNames(pkl) {
+		names["data/"+key] = name
+	}
+	return names
+}

@@ -42,9 +42,5 @@ func torchStorageNames(path string) map[string]string {
 	if err != nil {
 		return nil
 	}
-	names := map[string]string{}
-	for key, name := range pickleStorageNames(p) {
-		names["data/"+key] = name
-	}
-	return names
+	return StorageNames(p)
 }

@@ -16,7 +16,9 @@
                               bfloat16 rounding, one or the other for a whole
                               file, as user.ckptfs.fidelity says; every zip
                               passes zipfile's CRC check. Prints the lossy
-                              files, one per line.
+                              files, one per line (with their fidelity after
+                              the name where it is not bf16: bf16+m4 rounds
+                              the optimizer's exp_avg to 4 mantissa bits).
 """
 import os
 import sys
@@ -72,6 +74,14 @@ def bf16(t):
     return t.to(torch.bfloat16).to(torch.float32)
 
 
+def m4(t):
+    """float32 rounded to 4 mantissa bits, ties to even (finite normal values)."""
+    u = t.contiguous().view(torch.int32)
+    mask = (1 << 19) - 1
+    u = (u + (mask >> 1) + ((u >> 19) & 1)) & ~mask
+    return u.view(torch.float32)
+
+
 def check(d):
     expect = torch.load(os.path.join(d, "..", "expect.pt"))
     lossy = []
@@ -96,14 +106,18 @@ def check(d):
         fidelity = os.getxattr(p, "user.ckptfs.fidelity").decode()
         exact = all(same(tensors[k], want[k]) for k in want)
         rounded = all(same(tensors[k], bf16(want[k])) for k in want)
+        # bf16+m4: the optimizer's moments (here exp_avg) at 4 mantissa bits.
+        by_role = all(same(tensors[k], (m4 if k.endswith("exp_avg") else bf16)(want[k])) for k in want)
         if fidelity == "exact" and not exact:
             sys.exit("%s: marked exact, tensors differ" % name)
         if fidelity == "bf16" and not rounded:
             sys.exit("%s: marked bf16, tensors are not the bfloat16 rounding" % name)
-        if fidelity not in ("exact", "bf16"):
+        if fidelity == "bf16+m4" and not by_role:
+            sys.exit("%s: marked bf16+m4, tensors are not bf16 weights and m4 moments" % name)
+        if fidelity not in ("exact", "bf16", "bf16+m4"):
             sys.exit("%s: fidelity %r" % (name, fidelity))
-        if fidelity == "bf16":
-            lossy.append(name)
+        if fidelity != "exact":
+            lossy.append(name + ("" if fidelity == "bf16" else " " + fidelity))
     print("\n".join(lossy))
 
 
