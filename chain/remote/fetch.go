@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ckptfs/ckptfs/chain/remote/bucket"
@@ -20,12 +21,17 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// fetchBlock is the unit a fetcher asks the bucket for and caches: ranged
-// reads of whole blocks, so that neighbouring chunks come along.
+// fetchBlock is the unit a fetcher asks the bucket for on a read: ranged
+// reads of whole blocks, so that neighbouring chunks come along. A sparse
+// read (ReadAtSparse: a view's high records) asks for its own pages only.
 const fetchBlock = 1 << 20
 
-// blockSize is the unit of space of a replica's locations.
+// blockSize is the unit of space of a replica's locations, and the page
+// its cache keeps track of.
 const blockSize = 4096
+
+// pagesPerBlock is how many cache pages a fetch block holds.
+const pagesPerBlock = fetchBlock / blockSize
 
 // ErrReadOnly is what a replica answers to writes.
 var ErrReadOnly = errors.New("read-only replica of a remote store")
@@ -43,6 +49,9 @@ type fetcher struct {
 	pieces map[meta.VersionID][]Piece // a follower adds and drops versions
 	states map[string]*pieceState
 	slots  chan struct{} // reads ahead in flight
+
+	fetched atomic.Int64 // bytes read from the bucket
+	gets    atomic.Int64 // ranged reads that brought them
 }
 
 // addPieces makes versions readable (a refresh, before names show them).
@@ -64,21 +73,12 @@ func (f *fetcher) keepWhole(ids []meta.VersionID) {
 		f.mu.Unlock()
 		for _, pc := range pieces {
 			ps := f.state(pc)
-			if err := f.ensure(pc, ps, 0, int64(len(ps.have)-1)); err != nil {
+			if err := f.ensure(pc, ps, 0, ps.pages-1); err != nil {
 				logrus.WithError(err).Warnf("remote %s: keep version %d of an open file", f.b, id)
 				break
 			}
 		}
 	}
-}
-
-func firstMissing(have []bool) int64 {
-	for i, h := range have {
-		if !h {
-			return int64(i)
-		}
-	}
-	return -1
 }
 
 // retain forgets the pieces of versions the metadata no longer keeps, and
@@ -127,9 +127,24 @@ func (f *fetcher) pruneCache(keep map[string]bool) {
 
 type pieceState struct {
 	mu      sync.Mutex
-	have    []bool          // blocks in the cache file
-	loading []chan struct{} // blocks being fetched: closed when done
-	done    bool            // whole, verified: the file is <sha>.done
+	pages   int64                   // of blockSize bytes, the last one short
+	have    []uint64                // bitmap of the pages in the cache file; nil once done
+	missing int64                   // pages not in it
+	loading map[int64]chan struct{} // pages being fetched: closed when done
+	done    bool                    // whole, verified: the file is <sha>.done
+}
+
+// has reports whether page pg is in the cache file.
+func (ps *pieceState) has(pg int64) bool {
+	return ps.done || ps.have[pg>>6]&(1<<(pg&63)) != 0
+}
+
+// mark records page pg as in the cache file.
+func (ps *pieceState) mark(pg int64) {
+	if !ps.has(pg) {
+		ps.have[pg>>6] |= 1 << (pg & 63)
+		ps.missing--
+	}
 }
 
 func newFetcher(b bucket.Bucket, dir string, pieces map[meta.VersionID][]Piece) (*fetcher, error) {
@@ -147,6 +162,17 @@ func location(id meta.VersionID, packBytes int64) storage.Location {
 func (f *fetcher) BlockSize() int { return blockSize }
 
 func (f *fetcher) ReadAt(loc storage.Location, p []byte, off int64) error {
+	return f.readAt(loc, p, off, false)
+}
+
+// ReadAtSparse reads like ReadAt but fetches only the pages p covers, and
+// nothing ahead: a precision view reads a chunk's high records and skips
+// the rest, so the blocks around them would be fetched for nothing.
+func (f *fetcher) ReadAtSparse(loc storage.Location, p []byte, off int64) error {
+	return f.readAt(loc, p, off, true)
+}
+
+func (f *fetcher) readAt(loc storage.Location, p []byte, off int64, sparse bool) error {
 	if len(loc) != 1 {
 		return fmt.Errorf("replica location %v: %w", loc, storage.ErrShortLocation)
 	}
@@ -163,7 +189,7 @@ func (f *fetcher) ReadAt(loc storage.Location, p []byte, off int64) error {
 		pc := pieces[i]
 		in := off - pc.Offset
 		n := min(int64(len(p)), pc.Size-in)
-		if err := f.readPiece(pc, p[:n], in); err != nil {
+		if err := f.readPiece(pc, p[:n], in, sparse); err != nil {
 			return fmt.Errorf("version %d: %w", id, err)
 		}
 		p, off = p[n:], off+n
@@ -176,10 +202,12 @@ func (f *fetcher) state(pc Piece) *pieceState {
 	defer f.mu.Unlock()
 	ps := f.states[pc.Key]
 	if ps == nil {
-		n := (pc.Size + fetchBlock - 1) / fetchBlock
-		ps = &pieceState{have: make([]bool, n), loading: make([]chan struct{}, n)}
+		n := (pc.Size + blockSize - 1) / blockSize
+		ps = &pieceState{pages: n, missing: n, loading: map[int64]chan struct{}{}}
 		if _, err := os.Stat(f.donePath(pc)); err == nil {
 			ps.done = true
+		} else {
+			ps.have = make([]uint64, (n+63)/64)
 		}
 		f.states[pc.Key] = ps
 	}
@@ -189,20 +217,25 @@ func (f *fetcher) state(pc Piece) *pieceState {
 func (f *fetcher) partPath(pc Piece) string { return filepath.Join(f.dir, pc.SHA256+".part") }
 func (f *fetcher) donePath(pc Piece) string { return filepath.Join(f.dir, pc.SHA256+".done") }
 
-// readPiece fills p from piece pc at offset off, fetching the blocks the
-// cache lacks; a read that follows the previous one fetches the blocks
-// after it too, in parallel, while the reader decodes.
-func (f *fetcher) readPiece(pc Piece, p []byte, off int64) error {
+// readPiece fills p from piece pc at offset off, fetching what the cache
+// lacks: the fetch blocks p touches, or only its pages if sparse. A read
+// that follows the previous one fetches the blocks after it too, in
+// parallel, while the reader decodes.
+func (f *fetcher) readPiece(pc Piece, p []byte, off int64, sparse bool) error {
 	ps := f.state(pc)
-	first, last := off/fetchBlock, (off+int64(len(p))-1)/fetchBlock
+	first, last := off/blockSize, (off+int64(len(p))-1)/blockSize
+	if !sparse {
+		first -= first % pagesPerBlock
+		last = min(last-last%pagesPerBlock+pagesPerBlock, ps.pages) - 1
+	}
 	ps.mu.Lock()
-	sequential := !ps.done && (first == 0 || ps.have[first-1])
+	sequential := !sparse && !ps.done && (first == 0 || ps.has(first-1))
 	ps.mu.Unlock()
 	if err := f.ensure(pc, ps, first, last); err != nil {
 		return err
 	}
 	if sequential {
-		f.ahead(pc, ps, last+1)
+		f.ahead(pc, ps, last/pagesPerBlock+1)
 	}
 	for attempt := 0; ; attempt++ {
 		ps.mu.Lock()
@@ -234,14 +267,19 @@ const (
 	maxFetches  = 8
 )
 
-// ahead fetches blocks from..from+aheadBlocks of pc that are neither
-// cached nor being fetched, each with a ranged read of its own.
+// ahead fetches the pages of blocks from..from+aheadBlocks of pc that are
+// neither cached nor being fetched, each block with ranged reads of its
+// own.
 func (f *fetcher) ahead(pc Piece, ps *pieceState, from int64) {
+	pages := ps.pages
 	ps.mu.Lock()
 	var todo []int64
-	for b := from; b < min(from+aheadBlocks, int64(len(ps.have))); b++ {
-		if !ps.have[b] && ps.loading[b] == nil {
-			todo = append(todo, b)
+	for b := from; b < from+aheadBlocks && b*pagesPerBlock < pages; b++ {
+		for pg := b * pagesPerBlock; pg < min((b+1)*pagesPerBlock, pages); pg++ {
+			if !ps.has(pg) && ps.loading[pg] == nil {
+				todo = append(todo, b)
+				break
+			}
 		}
 	}
 	ps.mu.Unlock()
@@ -253,16 +291,16 @@ func (f *fetcher) ahead(pc Piece, ps *pieceState, from int64) {
 		}
 		go func() {
 			defer func() { <-f.slots }()
-			if err := f.ensure(pc, ps, b, b); err != nil {
+			if err := f.ensure(pc, ps, b*pagesPerBlock, min((b+1)*pagesPerBlock, pages)-1); err != nil {
 				logrus.Debugf("remote %s: read ahead: %v", f.b, err)
 			}
 		}()
 	}
 }
 
-// ensure makes blocks [first, last] of pc present in its cache file:
-// each run of missing blocks no one fetches is fetched with one ranged
-// read; blocks another request fetches are waited for.
+// ensure makes pages [first, last] of pc present in its cache file: each
+// run of missing pages no one fetches is fetched with one ranged read;
+// pages another request fetches are waited for.
 func (f *fetcher) ensure(pc Piece, ps *pieceState, first, last int64) error {
 	for {
 		ps.mu.Lock()
@@ -274,7 +312,7 @@ func (f *fetcher) ensure(pc Piece, ps *pieceState, first, last int64) error {
 		lo, hi := int64(-1), int64(-1)
 		for b := first; b <= last; b++ {
 			switch {
-			case ps.have[b]:
+			case ps.has(b):
 			case ps.loading[b] != nil:
 				if wait == nil {
 					wait = ps.loading[b]
@@ -306,7 +344,7 @@ func (f *fetcher) ensure(pc Piece, ps *pieceState, first, last int64) error {
 	}
 }
 
-// fetch reads blocks [lo, hi] of a piece from the bucket into its cache
+// fetch reads pages [lo, hi] of a piece from the bucket into its cache
 // file, retrying a few times on failure, then marks them present (and
 // seals the piece once whole) and wakes who waits on done.
 func (f *fetcher) fetch(pc Piece, ps *pieceState, lo, hi int64, done chan struct{}) error {
@@ -314,22 +352,24 @@ func (f *fetcher) fetch(pc Piece, ps *pieceState, lo, hi int64, done chan struct
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for b := lo; b <= hi; b++ {
-		ps.loading[b] = nil
-		ps.have[b] = err == nil
+		delete(ps.loading, b)
+		if err == nil {
+			ps.mark(b)
+		}
 	}
 	close(done)
 	if err != nil {
 		return err
 	}
-	if firstMissing(ps.have) < 0 && !ps.done {
+	if ps.missing == 0 && !ps.done {
 		return f.seal(pc, ps)
 	}
 	return nil
 }
 
 func (f *fetcher) fetchRange(pc Piece, lo, hi int64) error {
-	start := lo * fetchBlock
-	end := min(pc.Size, (hi+1)*fetchBlock)
+	start := lo * blockSize
+	end := min(pc.Size, (hi+1)*blockSize)
 	buf := make([]byte, end-start)
 	var err error
 	delay := 200 * time.Millisecond
@@ -347,6 +387,8 @@ func (f *fetcher) fetchRange(pc Piece, lo, hi int64) error {
 	if err != nil {
 		return fmt.Errorf("fetch %s [%d,%d): %w", pc.Key, start, end, err)
 	}
+	f.fetched.Add(end - start)
+	f.gets.Add(1)
 	file, err := os.OpenFile(f.partPath(pc), os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("chunk cache: %w", err)
@@ -382,6 +424,6 @@ func (f *fetcher) seal(pc Piece, ps *pieceState) error {
 	if err := os.Rename(f.partPath(pc), f.donePath(pc)); err != nil {
 		return fmt.Errorf("chunk cache: %w", err)
 	}
-	ps.done = true
+	ps.done, ps.have = true, nil
 	return nil
 }

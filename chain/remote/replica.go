@@ -194,13 +194,18 @@ type ReplicaStats struct {
 	Cut       int64           `json:"cut_ns"` // 0: no writer holds it back
 	Writers   []ReplicaWriter `json:"writers"`
 	Refreshes int64           `json:"refreshes"`
+	// BytesFetched is what reads fetched from the bucket, in Fetches
+	// ranged reads, since the replica was opened.
+	BytesFetched int64 `json:"bytes_fetched"`
+	Fetches      int64 `json:"fetches"`
 }
 
 // Stats reports the writers and the cut shown.
 func (r *Replica) Stats() ReplicaStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := ReplicaStats{Remote: r.run.String(), Refreshes: r.changes}
+	st := ReplicaStats{Remote: r.run.String(), Refreshes: r.changes,
+		BytesFetched: r.fetch.fetched.Load(), Fetches: r.fetch.gets.Load()}
 	if r.cut != noCut {
 		st.Cut = r.cut
 	}

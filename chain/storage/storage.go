@@ -132,14 +132,35 @@ type Source interface {
 	ReadAt(loc Location, p []byte, off int64) error
 }
 
+// SparseReader is a Backend whose reads cost by the byte read, so that a
+// reader skipping parts of a record should read only what it needs: a
+// replica fetching from the object store. ReadAtSparse reads like ReadAt,
+// without the neighbouring bytes or the read-ahead ReadAt brings along.
+// The local device reads whole records instead: there, gaps cost more
+// than the bytes they skip.
+type SparseReader interface {
+	ReadAtSparse(loc Location, p []byte, off int64) error
+}
+
 // ReadOnly is a Backend that reads from src and refuses writes with
 // errWrite: it owns no space, so there is nothing to free, recover or
-// check.
-func ReadOnly(src Source, errWrite error) Backend { return readOnly{src, errWrite} }
+// check. It is a SparseReader where src is.
+func ReadOnly(src Source, errWrite error) Backend {
+	if _, ok := src.(SparseReader); ok {
+		return readOnlySparse{readOnly{src, errWrite}}
+	}
+	return readOnly{src, errWrite}
+}
 
 type readOnly struct {
 	Source
 	errWrite error
+}
+
+type readOnlySparse struct{ readOnly }
+
+func (r readOnlySparse) ReadAtSparse(loc Location, p []byte, off int64) error {
+	return r.Source.(SparseReader).ReadAtSparse(loc, p, off)
 }
 
 func (r readOnly) Write([]byte) (Location, error)                                        { return nil, r.errWrite }

@@ -222,6 +222,7 @@ func printReplica(out io.Writer, st *remote.ReplicaStats) {
 		}
 		fmt.Fprintln(out)
 	}
+	fmt.Fprintf(out, "  fetched %s bytes in %d ranged reads since mounted\n", thousands(st.BytesFetched), st.Fetches)
 }
 
 // printRemote is the remote paragraph of ckptfs stats.
