@@ -6,6 +6,7 @@ import (
 
 	"github.com/ckptfs/ckptfs/chain/bufpool"
 	"github.com/ckptfs/ckptfs/chain/plaincache"
+	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 )
@@ -72,6 +73,11 @@ func (s *Store) rebuild(id meta.VersionID, off int64, pooled bool) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.rebuildLinks(links, pooled)
+}
+
+// rebuildLinks is rebuild of the chain links, top first.
+func (s *Store) rebuildLinks(links []link, pooled bool) ([]byte, error) {
 	if plain, ok, err := s.rebuildSplitForm(links, pooled); ok || err != nil {
 		return plain, err
 	}
@@ -105,6 +111,23 @@ type link struct {
 	off int64
 	lay versionLayout
 	c   meta.Chunk
+	// sparse reads the chunk by its own pages where the backend fetches
+	// by the byte (readLink), without the blocks around it.
+	sparse bool
+}
+
+// readLink reads l's chunk encoding whole.
+func (s *Store) readLink(l link) ([]byte, error) {
+	sp, ok := s.data.(storage.SparseReader)
+	if !l.sparse || !ok {
+		return s.readPack(l.lay.pack, l.c.PackOff, l.c.EncLen)
+	}
+	buf := bufpool.Get(int(l.c.EncLen))
+	if err := sp.ReadAtSparse(l.lay.pack, buf, l.c.PackOff); err != nil {
+		bufpool.Put(buf)
+		return nil, err
+	}
+	return buf, nil
 }
 
 // maxChain bounds the chain a rebuild walks, so that damaged records that
@@ -153,7 +176,7 @@ func (s *Store) decodeLink(l link, ref, dst []byte, verify bool) ([]byte, error)
 		clear(dst)
 		return dst, nil
 	}
-	enc, err := s.readPack(l.lay.pack, c.PackOff, c.EncLen)
+	enc, err := s.readLink(l)
 	if err != nil {
 		return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
 	}

@@ -32,7 +32,7 @@ func (s *Store) rebuildSplitForm(links []link, pooled bool) (plain []byte, ok bo
 		if l.c.Zeros() {
 			break // a baseline of zeros, at the bottom
 		}
-		enc, err := s.readPack(l.lay.pack, l.c.PackOff, l.c.EncLen)
+		enc, err := s.readLink(l)
 		if err != nil {
 			return nil, true, fmt.Errorf("version %d chunk at %d: %w", l.id, l.off, err)
 		}

@@ -103,6 +103,10 @@ type Store struct {
 	rebuilt    atomic.Int64 // chunks decoded from the device (reconstruct.go)
 	// viewsFromHigh counts view chunks rebuilt from high planes alone (view.go).
 	viewsFromHigh atomic.Int64
+	// highShare is what a view last read of a split16 chunk, in 1/4096ths
+	// of the chunk, for baselines and deltas: the share readHighRecords
+	// asks for at once next time.
+	highShare [2]atomic.Int64
 	// splitForms counts chunks rebuilt in split form (splitform.go).
 	splitForms atomic.Int64
 	committing committingFamilies

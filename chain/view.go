@@ -3,9 +3,11 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ckptfs/ckptfs/chain/bufpool"
 	"github.com/ckptfs/ckptfs/chain/plaincache"
+	"github.com/ckptfs/ckptfs/chain/storage"
 	"github.com/ckptfs/ckptfs/encode"
 	"github.com/ckptfs/ckptfs/meta"
 )
@@ -48,29 +50,17 @@ func (s *Store) rebuildView(id meta.VersionID, off int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var encs [][]byte
+	encs, viewable, err := s.readViewLinks(links)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		for _, e := range encs {
 			bufpool.Put(e)
 		}
 	}()
-	viewable := true
-	for _, l := range links {
-		if l.c.Zeros() {
-			break // a baseline of zeros, at the bottom
-		}
-		enc, err := s.readPack(l.lay.pack, l.c.PackOff, l.c.EncLen)
-		if err != nil {
-			return nil, fmt.Errorf("version %d chunk at %d: %w", l.id, l.off, err)
-		}
-		encs = append(encs, enc)
-		if !encode.HighViewable(enc) {
-			viewable = false
-			break
-		}
-	}
 	if !viewable {
-		return s.rebuildCut(id, off, encs[0])
+		return s.rebuildCut(links, encs[0])
 	}
 	var high []byte
 	if len(encs) < len(links) {
@@ -108,14 +98,106 @@ func (s *Store) rebuildView(id meta.VersionID, off int64) ([]byte, error) {
 	return out, nil
 }
 
-// rebuildCut is the view of a chunk whose chain is not all split16: its
-// exact bytes (checked), cut when the chunk is float32 (top is its encoding).
-func (s *Store) rebuildCut(id meta.VersionID, off int64, top []byte) ([]byte, error) {
-	h, err := encode.Inspect(top)
-	if err != nil {
-		return nil, fmt.Errorf("version %d chunk at %d: %w: %w", id, off, ErrChecksum, err)
+// readViewLinks reads the encodings a view of links needs, top first: down
+// to the first chunk of zeros, or to the first chunk DecodeHigh16 cannot
+// read (viewable is false then, and it is the last). Where reads cost by
+// the byte (a replica), each is a round trip or two to the object store,
+// so the links are read at once.
+func (s *Store) readViewLinks(links []link) (encs [][]byte, viewable bool, err error) {
+	n := len(links)
+	for i, l := range links {
+		if l.c.Zeros() {
+			n = i // a baseline of zeros, at the bottom
+			break
+		}
 	}
-	plain, err := s.rebuild(id, off, false)
+	encs = make([][]byte, n)
+	errs := make([]error, n)
+	if _, sparse := s.data.(storage.SparseReader); sparse && n > 1 {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { encs[i], errs[i] = s.readHighRecords(links[i]) })
+		}
+		wg.Wait()
+	} else {
+		for i := range n {
+			if encs[i], errs[i] = s.readHighRecords(links[i]); errs[i] != nil || !encode.HighViewable(encs[i]) {
+				break
+			}
+		}
+	}
+	putFrom := func(j int) {
+		for _, e := range encs[j:] {
+			if e != nil {
+				bufpool.Put(e)
+			}
+		}
+	}
+	for i := range n {
+		if errs[i] != nil {
+			putFrom(0)
+			return nil, false, fmt.Errorf("version %d chunk at %d: %w", links[i].id, links[i].off, errs[i])
+		}
+		if !encode.HighViewable(encs[i]) {
+			putFrom(i + 1)
+			return encs[:i+1], false, nil
+		}
+	}
+	return encs, true, nil
+}
+
+// readHighRecords reads the encoding of link l's chunk for a view. Where
+// reads cost by the byte (a replica fetching from the object store) and
+// the chunk's version is split16, it reads only what DecodeHigh16 needs,
+// skipping the low records: a first read of the share of the chunk the
+// last one needed (a little more), and a second of the rest where that
+// was short. Elsewhere it reads the whole chunk, which the local device
+// reads faster than a prefix with gaps, and which a default codec's view
+// needs anyway.
+func (s *Store) readHighRecords(l link) ([]byte, error) {
+	sparse, ok := s.data.(storage.SparseReader)
+	if !ok || l.lay.codec != split16Name {
+		return s.readPack(l.lay.pack, l.c.PackOff, l.c.EncLen)
+	}
+	size, share := l.c.EncLen, &s.highShare[0]
+	if l.c.Delta {
+		share = &s.highShare[1]
+	}
+	guess := min(size, max(encode.HighProbeLen, size*share.Load()/4096*9/8+1024))
+	buf := bufpool.Get(int(size))
+	if err := sparse.ReadAtSparse(l.lay.pack, buf[:guess], l.c.PackOff); err != nil {
+		bufpool.Put(buf)
+		return nil, err
+	}
+	need := size // not viewable: the exact rebuild reads it all
+	if n, ok := encode.HighPrefixLen(buf[:guess]); ok {
+		need = int64(n)
+		share.Store(need * 4096 / size)
+	}
+	if need > guess {
+		if err := sparse.ReadAtSparse(l.lay.pack, buf[guess:need], l.c.PackOff+guess); err != nil {
+			bufpool.Put(buf)
+			return nil, err
+		}
+	}
+	return buf[:need], nil
+}
+
+// rebuildCut is the view of a chunk whose chain is not all split16: its
+// exact bytes (checked), cut when the chunk is float32. The chunks of
+// split16 versions are read by their own pages alone, as the view reads
+// the others (readHighRecords): they are the odd ones out there (headers,
+// other dtypes), and the fetch blocks around them hold low records the
+// view skips. top is the top chunk's encoding, or its first bytes.
+func (s *Store) rebuildCut(links []link, top []byte) ([]byte, error) {
+	h, err := encode.InspectPrefix(top)
+	if err != nil {
+		return nil, fmt.Errorf("version %d chunk at %d: %w: %w", links[0].id, links[0].off, ErrChecksum, err)
+	}
+	for i := range links {
+		links[i].sparse = links[i].lay.codec == split16Name
+	}
+	plain, err := s.rebuildLinks(links, false)
 	if err != nil {
 		return nil, err
 	}

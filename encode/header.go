@@ -82,6 +82,17 @@ func Inspect(enc []byte) (Header, error) {
 	return h, nil
 }
 
+// InspectPrefix is Inspect of a chunk's first bytes (its header at
+// least, HighProbeLen covers it): a view fetching part of a chunk reads
+// its header from them.
+func InspectPrefix(enc []byte) (Header, error) {
+	h, err := parseHeaderPrefix(enc)
+	if err != nil {
+		return h, fmt.Errorf("inspect chunk: %w", err)
+	}
+	return h, nil
+}
+
 func parseHeader(enc []byte) (Header, error) {
 	h, err := parseHeaderPrefix(enc)
 	if err == nil && len(enc) < h.EncodedLen {

@@ -370,18 +370,18 @@ func joinForm(out, form []byte) {
 	copy(out[4*n:], form[4*n:])
 }
 
-// highProbeLen is how many of a chunk's first bytes highPrefixLen needs.
-const highProbeLen = headerLen + splitHeaderLen
+// HighProbeLen is how many of a chunk's first bytes HighPrefixLen needs.
+const HighProbeLen = headerLen + splitHeaderLen
 
-// highPrefixLen reports whether DecodeHigh16 can rebuild the chunk whose
-// first bytes are probe (at least highProbeLen of them, or the whole
+// HighPrefixLen reports whether DecodeHigh16 can rebuild the chunk whose
+// first bytes are probe (at least HighProbeLen of them, or the whole
 // chunk): a split16 chunk of float32 elements, or one equal to its
 // reference. need is how many of its bytes it reads: the header and the
 // high records, or the whole chunk when plain bytes follow the last
-// element (they are stored at its end). A fetch of a view from the object
-// store could ask for those bytes alone; the local device reads whole
-// chunks (docs/ARCHIVE.md says why).
-func highPrefixLen(probe []byte) (need int, ok bool) {
+// element (they are stored at its end). A view read from the object store
+// fetches those bytes alone; the local device reads whole chunks
+// (docs/ARCHIVE.md says why).
+func HighPrefixLen(probe []byte) (need int, ok bool) {
 	h, err := parseHeaderPrefix(probe)
 	if err != nil || h.Codec != Split16 || h.DType != Float32 || h.PlainLen < 4 || h.EncodedLen == h.HeaderLen {
 		return 0, false
@@ -404,7 +404,7 @@ func highPrefixLen(probe []byte) (need int, ok bool) {
 
 // HighViewable reports whether DecodeHigh16 can rebuild the chunk enc.
 func HighViewable(enc []byte) bool {
-	_, ok := highPrefixLen(enc)
+	_, ok := HighPrefixLen(enc)
 	return ok
 }
 
@@ -414,7 +414,7 @@ func HighViewable(enc []byte) bool {
 func HighLen(plainLen int) int { return 2*(plainLen/4) + plainLen%4 }
 
 // DecodeHigh16 appends to dst the high form (HighLen) of the split16 chunk
-// enc, or of its first highPrefixLen bytes, given its reference's high
+// enc, or of its first HighPrefixLen bytes, given its reference's high
 // form for a delta, reading only the high planes. verify checks the high
 // halves against the chunk's checksum of them (the tail is not covered:
 // it is stored plain, and the chunk's own checksum covers it in an exact
@@ -434,7 +434,7 @@ func (cd *Coder) decodeHigh16(dst, enc, refHigh []byte, verify bool) ([]byte, er
 	if h.Codec != Split16 || h.DType != Float32 || h.PlainLen < 4 {
 		return dst, fmt.Errorf("decode high halves: %w: a %s %s chunk of %d bytes", ErrUnsupported, h.Codec, h.DType, h.PlainLen)
 	}
-	need, ok := highPrefixLen(enc)
+	need, ok := HighPrefixLen(enc)
 	if !ok {
 		if len(enc) < h.EncodedLen {
 			return dst, fmt.Errorf("decode high halves: %w: %d bytes of a %d-byte chunk", ErrCorrupt, len(enc), h.EncodedLen)

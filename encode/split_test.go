@@ -62,7 +62,7 @@ func TestSplit16HighChain(t *testing.T) {
 					t.Fatalf("high form of %d bytes, want %d", len(high), HighLen(len(plain)))
 				}
 				// From the prefix a view reads: the same high form.
-				need, ok := highPrefixLen(enc[:min(len(enc), highProbeLen)])
+				need, ok := HighPrefixLen(enc[:min(len(enc), HighProbeLen)])
 				if !ok || need > len(enc) {
 					t.Fatalf("%s n=%d depth %d: prefix %d, %t of %d", kind, n, d, need, ok, len(enc))
 				}
@@ -181,7 +181,7 @@ func FuzzDecodeHigh16(f *testing.F) {
 			refHigh = make([]byte, HighLen(len(ref)))
 			highForm(refHigh, ref)
 		}
-		if need, ok := highPrefixLen(enc); ok && need < len(enc) {
+		if need, ok := HighPrefixLen(enc); ok && need < len(enc) {
 			enc = enc[:need] // what a view reads
 		}
 		high, err := DecodeHigh16(nil, enc, refHigh, true)

@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestViewTorch saves torch.save and safetensors series into a mount of
@@ -42,5 +44,83 @@ func TestViewTorch(t *testing.T) {
 				t.Fatalf("exact files after the view: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// replicaFetched is bytes_fetched of a read-only mount's stats.json: what
+// its reads fetched from the bucket.
+func (m *mount) replicaFetched() int64 {
+	m.t.Helper()
+	b, err := os.ReadFile(m.path(".ckptfs/stats.json"))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	var st struct {
+		BytesFetched *int64 `json:"bytes_fetched"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.BytesFetched == nil {
+		m.t.Fatalf("stats.json has no bytes_fetched (%v): %.500s", err, b)
+	}
+	return *st.BytesFetched
+}
+
+// TestRemoteViewTorch saves torch.save and safetensors series into a
+// split16 mount replicating to S3, and reads them back through two
+// read-only mounts of the bucket on empty stores: one loads every file of
+// its .ckptfs/view/bf16 (each float32 tensor cut to bfloat16, the rest
+// exact), the other reads the exact files. The view fetches each chunk's
+// high records only: much less than the exact files fetch.
+func TestRemoteViewTorch(t *testing.T) {
+	py := venvPython(t)
+	srv := startS3(t)
+	m := newMount(t, "--codec", "split16", "--device-size", "256MiB", "--remote", remoteURL, "--remote-writer", soloWriter, "--endpoint", srv.Endpoint)
+	run := m.path("run")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(py, "py/tier_check.py", "write", run, "6").CombinedOutput(); err != nil {
+		t.Fatalf("write: %v\n%s", err, out)
+	}
+	// The expected tensors, kept off the replicas' fetch counts.
+	expect := filepath.Join(t.TempDir(), "expect.pt")
+	exp, err := os.ReadFile(m.path("expect.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, expect, exp)
+	files := map[string][]byte{}
+	logical := int64(len(exp))
+	ents, err := os.ReadDir(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(run, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()], logical = b, logical+int64(len(b))
+	}
+	m.waitUploaded(logical, 2*time.Minute)
+
+	views := replicaMount(t, srv)
+	out, err := exec.Command(py, "py/view_check.py", "check", filepath.Join(views.dir, ".ckptfs", "view", "bf16", "run"), expect).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "12" {
+		t.Fatalf("view from the bucket: %v\n%s", err, out)
+	}
+	viewFetched := views.replicaFetched()
+
+	exact := replicaMount(t, srv)
+	for name, want := range files {
+		got, err := os.ReadFile(exact.path("run/" + name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("exact %s from the bucket: %v", name, err)
+		}
+	}
+	exactFetched := exact.replicaFetched()
+	ratio := float64(viewFetched) / float64(exactFetched)
+	t.Logf("fetched: view %d bytes, exact %d (%.3f); files %d bytes", viewFetched, exactFetched, ratio, logical-int64(len(exp)))
+	if viewFetched == 0 || ratio > 0.5 {
+		t.Fatalf("the view fetched %d bytes, %.3f of the exact files' %d: not the high records alone", viewFetched, ratio, exactFetched)
 	}
 }

@@ -27,13 +27,19 @@ import (
 // testStore is a store on the in-memory backend in a temp dir.
 func testStore(t *testing.T) (*chain.Store, string) {
 	t.Helper()
+	return testStorePolicy(t, policy.Default())
+}
+
+// testStorePolicy is testStore with policy p.
+func testStorePolicy(t *testing.T, p policy.Policy) (*chain.Store, string) {
+	t.Helper()
 	dir := t.TempDir()
 	db, err := meta.Open(filepath.Join(dir, medium.MetaFile), meta.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s, err := chain.NewStore(db, memstore.New(4096, 1<<14), nil, chain.Options{Policy: policy.Default(), CacheBytes: 8 << 20})
+	s, err := chain.NewStore(db, memstore.New(4096, 1<<14), nil, chain.Options{Policy: p, CacheBytes: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
