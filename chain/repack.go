@@ -392,8 +392,8 @@ type filePlan struct {
 	lossy   bool            // in the lossy sequence (already lossy, or tiering)
 	tiering bool            // becomes lossy now
 	zip     []zipMember     // its zip members, whose CRCs the tier rewrites
-	moments map[string]bool // segment keys of its optimizer moments (LossyMoments)
 	patches []bytePatch     // those CRC fields, once measured
+	moments map[string]bool // segment keys of its optimizer moments (LossyMoments)
 	depth   int             // planned
 	ref     int             // planned reference: its index in plans, or -1
 	far     bool            // planned against a file before the one just before it
