@@ -80,6 +80,7 @@ func startTier(store *chain.Store, fsys *fs.FS, o chain.RepackOptions, interval 
 	var wg sync.WaitGroup
 	o.Busy = fsys.TierBusy
 	o.Stopped = stopped.Load
+	var failures passFailures
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -95,8 +96,7 @@ func startTier(store *chain.Store, fsys *fs.FS, o chain.RepackOptions, interval 
 				continue // a save is under way: its encode comes first
 			}
 			rep, err := store.Repack(o)
-			if err != nil {
-				logrus.WithError(err).Warn("tier: a pass stopped; the next one tries again")
+			if !failures.report(err) {
 				continue
 			}
 			for _, f := range rep.Families {
@@ -112,4 +112,32 @@ func startTier(store *chain.Store, fsys *fs.FS, o chain.RepackOptions, interval 
 		close(quit)
 		wg.Wait()
 	}
+}
+
+// passFailures logs the outcome of the tier's passes: a failure as a
+// warning the first time it happens, and again only when the error
+// changes, since the next pass, a minute later, most likely meets the
+// same one (a full device, a damaged file); repeats go to the debug log.
+type passFailures struct {
+	last   string // the error of the last pass, if it stopped
+	inARow int    // passes that stopped since the last that did not
+}
+
+// report logs err, the outcome of a pass, and reports whether it was nil.
+func (p *passFailures) report(err error) bool {
+	if err == nil {
+		if p.inARow > 0 {
+			logrus.Infof("tier: a pass succeeded after %d that stopped", p.inARow)
+		}
+		p.last, p.inARow = "", 0
+		return true
+	}
+	p.inARow++
+	if msg := err.Error(); msg != p.last {
+		logrus.WithError(err).Warn("tier: a pass stopped; the next ones try again (the same error again is logged at debug level)")
+		p.last = msg
+		return false
+	}
+	logrus.WithError(err).Debugf("tier: a pass stopped again (%d in a row)", p.inARow)
+	return false
 }
