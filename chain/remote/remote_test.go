@@ -31,7 +31,7 @@ func testStore(t *testing.T) (*chain.Store, string) {
 }
 
 // testStorePolicy is testStore with policy p.
-func testStorePolicy(t *testing.T, p policy.Policy) (*chain.Store, string) {
+func testStorePolicy(t testing.TB, p policy.Policy) (*chain.Store, string) {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := meta.Open(filepath.Join(dir, medium.MetaFile), meta.Options{NoSync: true})
@@ -47,7 +47,7 @@ func testStorePolicy(t *testing.T, p policy.Policy) (*chain.Store, string) {
 	return s, dir
 }
 
-func writeFile(t *testing.T, s *chain.Store, name string, data []byte) {
+func writeFile(t testing.TB, s *chain.Store, name string, data []byte) {
 	t.Helper()
 	n, err := s.Names().Lookup(meta.RootIno, name)
 	if err != nil {
@@ -101,7 +101,7 @@ func series(t *testing.T, s *chain.Store, n int) map[string][]byte {
 	return files
 }
 
-func push(t *testing.T, s *chain.Store, dir string, b bucket.Bucket, o Options) Stats {
+func push(t testing.TB, s *chain.Store, dir string, b bucket.Bucket, o Options) Stats {
 	t.Helper()
 	u, err := NewUploader(s, dir, b, o)
 	if err != nil {

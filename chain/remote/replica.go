@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,13 @@ import (
 // replicaMark marks a store directory as a replica of a bucket (its
 // content: the bucket's URL); its metadata is rebuilt at every open.
 const replicaMark = "replica-of"
+
+// replicaWorkers is the fewest read-ahead workers a replica has: its
+// reads wait on the bucket more than on the cores. A view's reads of high
+// records are many small GETs, so more of them in flight pays: over a
+// modelled 20 ms link, 8 workers read a view 3.3x faster than 2, and 16
+// no faster than 8 (BenchmarkReplicaViewLink).
+const replicaWorkers = 8
 
 // cacheDir holds a replica's fetched pieces.
 const cacheDir = "cache"
@@ -92,6 +100,7 @@ func OpenReplica(ctx context.Context, dir string, b bucket.Bucket, o chain.Optio
 	if o.Policy.Codec == 0 && o.Policy.Scheme == 0 {
 		o.Policy = policy.Default()
 	}
+	o.Workers = max(o.Workers, runtime.GOMAXPROCS(0), replicaWorkers)
 	store, err := chain.NewStore(db, storage.ReadOnly(fetch, ErrReadOnly), nil, o)
 	if err != nil {
 		db.Close()
