@@ -249,6 +249,18 @@ type report struct {
 	} `json:"files"`
 }
 
+// liveStats reads the mount's live report (.ckptfs/stats.json) into v.
+func (m *mount) liveStats(v any) {
+	m.t.Helper()
+	b, err := os.ReadFile(m.path(".ckptfs/stats.json"))
+	if err != nil {
+		m.t.Fatalf("read the live report: %v", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		m.t.Fatalf("parse the live report: %v: %.500s", err, b)
+	}
+}
+
 func (m *mount) stats() report {
 	m.t.Helper()
 	var r report

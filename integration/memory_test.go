@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
@@ -120,15 +119,11 @@ func daemonRuntime(t *testing.T, m *mount) string {
 // runtimeOf is the runtime section of m's live report.
 func runtimeOf(t *testing.T, m *mount) *chain.Runtime {
 	t.Helper()
-	b, err := os.ReadFile(m.path(".ckptfs/stats.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		Runtime *chain.Runtime `json:"runtime"`
 	}
-	if err := json.Unmarshal(b, &rep); err != nil || rep.Runtime == nil {
-		t.Fatalf("the live report has no runtime (%v)", err)
+	if m.liveStats(&rep); rep.Runtime == nil {
+		t.Fatal("the live report has no runtime")
 	}
 	return rep.Runtime
 }

@@ -39,15 +39,11 @@ type remoteStats struct {
 
 func (m *mount) remoteStats() remoteStats {
 	m.t.Helper()
-	b, err := os.ReadFile(m.path(".ckptfs/stats.json"))
-	if err != nil {
-		m.t.Fatal(err)
-	}
 	var r struct {
 		Remote *remoteStats `json:"remote"`
 	}
-	if err := json.Unmarshal(b, &r); err != nil || r.Remote == nil {
-		m.t.Fatalf("stats.json has no remote object (%v): %.500s", err, b)
+	if m.liveStats(&r); r.Remote == nil {
+		m.t.Fatal("stats.json has no remote object")
 	}
 	return *r.Remote
 }

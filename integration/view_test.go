@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,8 +35,8 @@ func TestViewTorch(t *testing.T) {
 			var rep struct {
 				Codec string `json:"codec"`
 			}
-			if b, err := os.ReadFile(m.path(".ckptfs/stats.json")); err != nil || json.Unmarshal(b, &rep) != nil || rep.Codec != codec {
-				t.Fatalf("stats.json: codec %q (%v), want %s", rep.Codec, err, codec)
+			if m.liveStats(&rep); rep.Codec != codec {
+				t.Fatalf("stats.json: codec %q, want %s", rep.Codec, codec)
 			}
 			// The exact files are untouched by reading their view.
 			if out, err := exec.Command(py, "py/tier_check.py", "check", run).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
@@ -51,15 +50,11 @@ func TestViewTorch(t *testing.T) {
 // its reads fetched from the bucket.
 func (m *mount) replicaFetched() int64 {
 	m.t.Helper()
-	b, err := os.ReadFile(m.path(".ckptfs/stats.json"))
-	if err != nil {
-		m.t.Fatal(err)
-	}
 	var st struct {
 		BytesFetched *int64 `json:"bytes_fetched"`
 	}
-	if err := json.Unmarshal(b, &st); err != nil || st.BytesFetched == nil {
-		m.t.Fatalf("stats.json has no bytes_fetched (%v): %.500s", err, b)
+	if m.liveStats(&st); st.BytesFetched == nil {
+		m.t.Fatal("stats.json has no bytes_fetched")
 	}
 	return *st.BytesFetched
 }

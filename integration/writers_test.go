@@ -325,14 +325,8 @@ func compareWriterTrees(t *testing.T, py, want, got string) {
 // readWriterStats reads the mount's live report (.ckptfs/stats.json).
 func readWriterStats(t *testing.T, m *mount) writerStats {
 	t.Helper()
-	b, err := os.ReadFile(m.path(".ckptfs/stats.json"))
-	if err != nil {
-		t.Fatalf("read the live report: %v", err)
-	}
 	var st writerStats
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatalf("parse %s: %v", m.path(".ckptfs/stats.json"), err)
-	}
+	m.liveStats(&st)
 	return st
 }
 
