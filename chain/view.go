@@ -171,6 +171,10 @@ func (s *Store) readHighRecords(l link) ([]byte, error) {
 	}
 	need := size // not viewable: the exact rebuild reads it all
 	if n, ok := encode.HighPrefixLen(buf[:guess]); ok {
+		if int64(n) > size {
+			bufpool.Put(buf)
+			return nil, fmt.Errorf("%w: chunk header says %d bytes, its record %d", ErrChecksum, n, size)
+		}
 		need = int64(n)
 		share.Store(need * 4096 / size)
 	}

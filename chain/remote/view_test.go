@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
 
@@ -15,19 +16,27 @@ import (
 // readView reads the bf16 view of file name whole.
 func readView(t *testing.T, s *chain.Store, name string) []byte {
 	t.Helper()
-	n, err := s.Names().Lookup(meta.RootIno, name)
+	out, err := tryView(s, name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.OpenView(n.Version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]byte, r.Size())
-	if _, err := r.ReadAt(out, 0); err != nil && err != io.EOF {
 		t.Fatalf("view of %s: %v", name, err)
 	}
 	return out
+}
+
+func tryView(s *chain.Store, name string) ([]byte, error) {
+	n, err := s.Names().Lookup(meta.RootIno, name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.OpenView(n.Version)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, r.Size())
+	if _, err := r.ReadAt(out, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return out, nil
 }
 
 // TestReplicaViewFetchesHighRecords: the bf16 view of a split16 series,
@@ -84,5 +93,34 @@ func TestReplicaViewFetchesHighRecords(t *testing.T) {
 				t.Fatalf("%s view fetched %.3f of what the exact read did: it cannot skip anything", c, ratio)
 			}
 		})
+	}
+}
+
+// TestReplicaViewCorrupt: a damaged byte in the high records of a
+// baseline's object fails the view of every file coded against it with a
+// checksum error, never wrong bytes.
+func TestReplicaViewCorrupt(t *testing.T) {
+	p := policy.Default()
+	p.Codec = encode.Split16
+	s, dir := testStorePolicy(t, p)
+	series(t, s, 3)
+	b := bucket.NewMemory()
+	push(t, s, dir, b, Options{})
+	base, err := s.Names().Lookup(meta.RootIno, "ckpt-0.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := (&state{}).withDB(dir, func(st *state) (map[meta.VersionID]uploadedRec, error) { return st.uploaded() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the npy header's chunk, inside the first float chunk's high
+	// records (a baseline's are a third of it).
+	b.Corrupt(recs[base.Version].Pieces[0], 5000)
+	r := openReplica(t, b)
+	for _, name := range []string{"ckpt-0.npy", "ckpt-1.npy", "ckpt-2.npy"} {
+		if _, err := tryView(r.Store, name); !errors.Is(err, chain.ErrChecksum) {
+			t.Fatalf("view of %s over a damaged baseline: %v, want a checksum error", name, err)
+		}
 	}
 }
