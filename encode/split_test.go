@@ -181,7 +181,18 @@ func FuzzDecodeHigh16(f *testing.F) {
 			refHigh = make([]byte, HighLen(len(ref)))
 			highForm(refHigh, ref)
 		}
-		if need, ok := HighPrefixLen(enc); ok && need < len(enc) {
+		need, ok := HighPrefixLen(enc)
+		// A view reading from the object store asks with a prefix of a
+		// guessed length: any prefix that answers must answer the same.
+		for _, k := range []int{HighProbeLen, HighProbeLen + 7, len(enc) / 3, len(enc) - 1} {
+			if k < 0 || k > len(enc) {
+				continue
+			}
+			if n, pok := HighPrefixLen(enc[:k]); pok && (!ok || n != need) {
+				t.Fatalf("a %d-byte prefix says %d bytes (%v), the whole chunk %d (%v)", k, n, pok, need, ok)
+			}
+		}
+		if ok && need < len(enc) {
 			enc = enc[:need] // what a view reads
 		}
 		high, err := DecodeHigh16(nil, enc, refHigh, true)
