@@ -98,7 +98,7 @@ bytes=$(du -sb --apparent-size "$RESTORE" | cut -f1)
 t1=$(date +%s.%N)
 find "$RESTORE" -type f -print0 | xargs -0 -P 4 -n 8 cat >/dev/null
 t2=$(date +%s.%N)
-fetched=$(du -sb "$WORK/store-restore/cache" | cut -f1)
+fetched=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["bytes_fetched"])' "$RESTORE/.ckptfs/stats.json")
 for i in 0 1; do
 	(cd "$WORK/node$i" && find . -type f -print0 | xargs -0 -I{} cmp {} "$RESTORE/{}") && echo "node-$i's files identical in the restore"
 done
