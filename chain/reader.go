@@ -34,9 +34,10 @@ type Reader struct {
 	crcOff  int64
 	lastEnd int64
 	ra      readAheadState
-	noTier  bool   // SkipTier
-	view    bool   // OpenView: the bfloat16 view, not the exact bytes
-	checked uint64 // Store.freedSeq when the version was last seen to exist
+	noTier  bool        // SkipTier
+	view    bool        // OpenView: the bfloat16 view, not the exact bytes
+	patches []bytePatch // a view's corrected zip CRC fields (view.go)
+	checked uint64      // Store.freedSeq when the version was last seen to exist
 }
 
 // OpenVersion opens a committed version for reading.
@@ -154,6 +155,11 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		k := copy(p[n:], plain[off-c.Offset:])
 		n += k
 		off += int64(k)
+	}
+	for _, pt := range r.patches {
+		if lo, hi := max(start, pt.off), min(start+int64(n), pt.off+int64(len(pt.b))); lo < hi {
+			copy(p[lo-start:hi-start], pt.b[lo-pt.off:])
+		}
 	}
 	if err := r.account(p[:n], start); err != nil {
 		return n, err

@@ -3,6 +3,8 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 
 	"github.com/ckptfs/ckptfs/chain/bufpool"
@@ -31,7 +33,65 @@ func (s *Store) OpenView(id meta.VersionID) (*Reader, error) {
 		return nil, err
 	}
 	r.view = true
+	if err := s.patchViewZip(r); err != nil {
+		return nil, fmt.Errorf("view of version %d: %w", id, err)
+	}
 	return r, nil
+}
+
+// patchViewZip corrects the CRC-32 fields of a zip archive's members
+// (NumPy's .npz) in r's view: their bytes are cut, and Python's zipfile
+// (np.load) refuses a member whose CRC does not match. The fields come
+// before the data they cover, so the open reads every member's view once.
+// torch.save archives are left as they are: torch.load checks no CRC, and
+// the open would decode the whole checkpoint twice.
+func (s *Store) patchViewZip(r *Reader) error {
+	if r.size == 0 {
+		return nil
+	}
+	readAt := func(p []byte, off int64) error {
+		n, err := r.ReadAt(p, off)
+		if n == len(p) {
+			return nil
+		}
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	members, err := zipMembers(readAt, r.size)
+	if errors.Is(err, errNotZip) || err == nil && (len(members) == 0 || torchArchive(members)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	zc := newZipCRCs(members)
+	buf := bufpool.Get(1 << 20)
+	defer bufpool.Put(buf)
+	for _, m := range members {
+		for off := m.data; off < m.data+m.size; {
+			n := min(int64(len(buf)), m.data+m.size-off)
+			if err := readAt(buf[:n], off); err != nil {
+				return err
+			}
+			zc.observe(off, buf[:n], n)
+			off += n
+		}
+	}
+	r.patches = zc.patches()
+	return nil
+}
+
+// torchArchive reports whether members are torch.save's: it pickles its
+// object into data.pkl under the archive's folder.
+func torchArchive(members []zipMember) bool {
+	for _, m := range members {
+		if m.name == "data.pkl" || strings.HasSuffix(m.name, "/data.pkl") {
+			return true
+		}
+	}
+	return false
 }
 
 // chunkOf returns the chunk of the reader's version at off, exact or in

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"archive/zip"
 	"bytes"
 	"fmt"
 	"io"
@@ -148,4 +149,68 @@ func TestRepackCodecSplit16(t *testing.T) {
 		t.Errorf("stored policy %v, %v", got, err)
 	}
 	ds.Close()
+}
+
+// npzFile is an .npz archive (stored, as np.savez writes) of float32
+// arrays, one member per array.
+func npzFile(t *testing.T, arrays ...[]float32) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for i, a := range arrays {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("arr_%d.npy", i), Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(ckpttest.NpyFile(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestViewNpzCRC: the view of an .npz series is a valid zip whose members'
+// CRC-32s match their cut bytes (Python's zipfile, under np.load, checks
+// them), in stores of both codecs; each member is its exact array cut.
+func TestViewNpzCRC(t *testing.T) {
+	for _, c := range []encode.Codec{encode.Split16, encode.DefaultCodec} {
+		t.Run(c.String(), func(t *testing.T) {
+			p := policy.Default()
+			p.Codec = c
+			ds := openTestStore(t, "", p)
+			defer ds.Close()
+			s := ds.Store
+			weights := ckpttest.TrainingSeries(53, 200_000, 3)
+			moments := ckpttest.TrainingSeries(54, 90_000, 3)
+			rng := rand.New(rand.NewSource(53))
+			for k := range weights {
+				name := fmt.Sprintf("ckpt-%d.npz", k)
+				writeFile(t, s, name, npzFile(t, weights[k], moments[k]), 1<<20)
+				s.DropCaches()
+				got := readView(t, s, fileInfo(t, s, name).Version, rng)
+				zr, err := zip.NewReader(bytes.NewReader(got), int64(len(got)))
+				if err != nil {
+					t.Fatalf("%s: view is no zip: %v", name, err)
+				}
+				for i, want := range [][]float32{weights[k], moments[k]} {
+					rc, err := zr.File[i].Open()
+					if err != nil {
+						t.Fatal(err)
+					}
+					member, err := io.ReadAll(rc) // checks the member's CRC-32 at its end
+					if err != nil {
+						t.Fatalf("%s member %d in the view: %v", name, i, err)
+					}
+					cut := ckpttest.NpyFile(want)
+					encode.TruncateFloat32(cut[128:])
+					if !bytes.Equal(member, cut) {
+						t.Fatalf("%s member %d: not the exact array cut", name, i)
+					}
+				}
+			}
+		})
+	}
 }
