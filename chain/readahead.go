@@ -113,7 +113,7 @@ func (r *Reader) nextAhead() (meta.Chunk, bool) {
 			break
 		}
 		r.ra.ahead = c.End()
-		if !c.Zeros() && (r.view || !r.s.refs.Has(plaincache.Key{V: r.id, Off: c.Offset})) {
+		if !c.Zeros() && (r.view != exact || !r.s.refs.Has(plaincache.Key{V: r.id, Off: c.Offset})) {
 			return c, true
 		}
 	}

@@ -35,7 +35,7 @@ type Reader struct {
 	lastEnd int64
 	ra      readAheadState
 	noTier  bool        // SkipTier
-	view    bool        // OpenView: the bfloat16 view, not the exact bytes
+	view    Precision   // OpenView: a precision view, not the exact bytes
 	patches []bytePatch // a view's corrected zip CRC fields (view.go)
 	checked uint64      // Store.freedSeq when the version was last seen to exist
 }
@@ -140,7 +140,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 		// The newest version of a family is usually in the reference
 		// tier, whole: reading back a checkpoint just saved rebuilds
 		// nothing.
-		if !r.noTier && !r.view {
+		if !r.noTier && r.view == exact {
 			if k, ok := r.s.refs.CopyAt(plaincache.Key{V: r.id, Off: c.Offset}, p[n:], off-c.Offset); ok {
 				n += k
 				off += int64(k)
@@ -173,7 +173,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 // account extends the running checksum of in-order reads and checks it
 // when the whole file has been read.
 func (r *Reader) account(p []byte, off int64) error {
-	if r.view {
+	if r.view != exact {
 		return nil // a view's bytes are not the file's
 	}
 	r.mu.Lock()

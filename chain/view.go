@@ -23,16 +23,66 @@ import (
 // elsewhere it rebuilds the exact bytes and cuts them, so a view of any
 // store reads the same bytes, only slower.
 
-// OpenView opens a committed version for reading at bfloat16 precision. It
-// reads like OpenVersion's Reader, read-ahead included, but its bytes are
-// not the file's: the whole-file checksum is not checked, and the
-// reference tier's exact chunks are not used.
-func (s *Store) OpenView(id meta.VersionID) (*Reader, error) {
+// Precision is a precision view's: how it reads float32 values, kept as
+// float32 in the same file format.
+type Precision uint8
+
+const (
+	exact Precision = iota // not a view
+	// BF16 zeroes each value's low 16 bits: bfloat16 rounded toward zero,
+	// rebuilt from a split16 chain's high records alone.
+	BF16
+	// BF16Nearest rounds to the nearest bfloat16 (encode.RoundBF16).
+	BF16Nearest
+	// FP16 rounds to the nearest float16 (encode.RoundFP16): torch's
+	// x.half().float().
+	FP16
+)
+
+// Precisions are the views a mount shows, by name.
+var Precisions = []Precision{BF16, BF16Nearest, FP16}
+
+func (p Precision) String() string {
+	switch p {
+	case BF16:
+		return "bf16"
+	case BF16Nearest:
+		return "bf16-nearest"
+	case FP16:
+		return "fp16"
+	}
+	return "exact"
+}
+
+// apply turns a float32 chunk's exact bytes into the view's.
+func (p Precision) apply(b []byte) {
+	switch p {
+	case BF16:
+		encode.TruncateFloat32(b)
+	case BF16Nearest:
+		encode.RoundFloat32BF16(b)
+	case FP16:
+		encode.RoundFloat32FP16(b)
+	}
+}
+
+// OpenView opens a committed version for reading at bfloat16 precision
+// (BF16); OpenPrecision at any.
+func (s *Store) OpenView(id meta.VersionID) (*Reader, error) { return s.OpenPrecision(id, BF16) }
+
+// OpenPrecision opens a committed version for reading in the view of
+// precision p. It reads like OpenVersion's Reader, read-ahead included,
+// but its bytes are not the file's: the whole-file checksum is not
+// checked, and the reference tier's exact chunks are not used.
+func (s *Store) OpenPrecision(id meta.VersionID, p Precision) (*Reader, error) {
+	if p == exact || p > FP16 {
+		return nil, fmt.Errorf("view of version %d: no precision %d", id, p)
+	}
 	r, err := s.OpenVersion(id)
 	if err != nil {
 		return nil, err
 	}
-	r.view = true
+	r.view = p
 	if err := s.patchViewZip(r); err != nil {
 		return nil, fmt.Errorf("view of version %d: %w", id, err)
 	}
@@ -97,18 +147,29 @@ func torchArchive(members []zipMember) bool {
 // chunkOf returns the chunk of the reader's version at off, exact or in
 // its view.
 func (r *Reader) chunkOf(off int64) ([]byte, error) {
-	if r.view {
-		return r.s.cachedRebuild(plaincache.Key{V: r.id, Off: off, View: true}, func() ([]byte, error) { return r.s.rebuildView(r.id, off) })
+	if r.view != exact {
+		return r.s.cachedRebuild(plaincache.Key{V: r.id, Off: off, View: uint8(r.view)}, func() ([]byte, error) { return r.s.rebuildView(r.id, off, r.view) })
 	}
 	return r.s.chunkPlain(r.id, off)
 }
 
 // rebuildView rebuilds one chunk's view: from the high planes of its chain
 // where all of it is split16, else from its exact bytes.
-func (s *Store) rebuildView(id meta.VersionID, off int64) ([]byte, error) {
+func (s *Store) rebuildView(id meta.VersionID, off int64, p Precision) ([]byte, error) {
 	links, err := s.chainOf(id, off)
 	if err != nil {
 		return nil, err
+	}
+	if p != BF16 {
+		// Rounding to nearest needs the low bits: the exact chunk.
+		var top []byte
+		if !links[0].c.Zeros() {
+			if top, err = s.readLink(links[0]); err != nil {
+				return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
+			}
+			defer bufpool.Put(top)
+		}
+		return s.rebuildCut(links, top, p)
 	}
 	encs, viewable, err := s.readViewLinks(links)
 	if err != nil {
@@ -120,7 +181,7 @@ func (s *Store) rebuildView(id meta.VersionID, off int64) ([]byte, error) {
 		}
 	}()
 	if !viewable {
-		return s.rebuildCut(links, encs[0])
+		return s.rebuildCut(links, encs[0], BF16)
 	}
 	var high []byte
 	if len(encs) < len(links) {
@@ -247,26 +308,32 @@ func (s *Store) readHighRecords(l link) ([]byte, error) {
 	return buf[:need], nil
 }
 
-// rebuildCut is the view of a chunk whose chain is not all split16: its
-// exact bytes (checked), cut when the chunk is float32. The chunks of
-// split16 versions are read by their own pages alone, as the view reads
-// the others (readHighRecords): they are the odd ones out there (headers,
-// other dtypes), and the fetch blocks around them hold low records the
-// view skips. top is the top chunk's encoding, or its first bytes.
-func (s *Store) rebuildCut(links []link, top []byte) ([]byte, error) {
-	h, err := encode.InspectPrefix(top)
-	if err != nil {
-		return nil, fmt.Errorf("version %d chunk at %d: %w: %w", links[0].id, links[0].off, ErrChecksum, err)
+// rebuildCut is the view at precision p of a chunk rebuilt exact (checked):
+// for BF16, one whose chain is not all split16. Float32 chunks are cut or
+// rounded. For BF16 the chunks of split16 versions are read by their own
+// pages alone, as the view reads the others (readHighRecords): they are
+// the odd ones out there (headers, other dtypes), and the fetch blocks
+// around them hold low records the view skips. top is the top chunk's
+// encoding, or its first bytes (nil: a chunk of zeros, the same in every
+// view).
+func (s *Store) rebuildCut(links []link, top []byte, p Precision) ([]byte, error) {
+	float := false
+	if top != nil {
+		h, err := encode.InspectPrefix(top)
+		if err != nil {
+			return nil, fmt.Errorf("version %d chunk at %d: %w: %w", links[0].id, links[0].off, ErrChecksum, err)
+		}
+		float = h.DType == encode.Float32
 	}
 	for i := range links {
-		links[i].sparse = links[i].lay.codec == split16Name
+		links[i].sparse = p == BF16 && links[i].lay.codec == split16Name
 	}
 	plain, err := s.rebuildLinks(links, false)
 	if err != nil {
 		return nil, err
 	}
-	if h.DType == encode.Float32 {
-		encode.TruncateFloat32(plain)
+	if float {
+		p.apply(plain)
 	}
 	return plain, nil
 }

@@ -16,7 +16,8 @@ import (
 
 // TestViewReadsCutFloats: a view of every save of a series reads the
 // exact file with the low 16 bits of each float32 value zeroed and the
-// header as it is, at every chain depth, in reads of any size and order.
+// header as it is, at every chain depth, in reads of any size and order;
+// the views rounding to nearest read its values rounded.
 // A split16 store rebuilds it from high planes alone; the default codec's
 // store from the exact bytes; both give the same bytes.
 func TestViewReadsCutFloats(t *testing.T) {
@@ -47,6 +48,13 @@ func TestViewReadsCutFloats(t *testing.T) {
 					}
 					t.Fatalf("%s: view differs from the cut exact bytes at byte %d of %d", name, i, len(want))
 				}
+				for _, p := range []Precision{BF16Nearest, FP16} {
+					want := bytes.Clone(data)
+					p.apply(want[128:])
+					if got := readPrecision(t, s, info.Version, p, rng); !bytes.Equal(got, want) {
+						t.Fatalf("%s: view %s differs from the exact bytes rounded", name, p)
+					}
+				}
 				if exact := readFile(t, s, name); !bytes.Equal(exact, data) {
 					t.Fatalf("%s: exact read changed", name)
 				}
@@ -74,7 +82,13 @@ func TestViewReadsCutFloats(t *testing.T) {
 // first half in order and the rest backwards.
 func readView(t *testing.T, s *Store, id meta.VersionID, rng *rand.Rand) []byte {
 	t.Helper()
-	r, err := s.OpenView(id)
+	return readPrecision(t, s, id, BF16, rng)
+}
+
+// readPrecision is readView of the view at precision p.
+func readPrecision(t *testing.T, s *Store, id meta.VersionID, p Precision, rng *rand.Rand) []byte {
+	t.Helper()
+	r, err := s.OpenPrecision(id, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,8 +60,8 @@ type Contents interface {
 	Adopt(ino chain.Ino, path string) error
 	HoldContent(ino chain.Ino) (release func(), err error)
 	OpenVersion(id chain.VersionID) (*chain.Reader, error)
-	// OpenView reads a version at bfloat16 precision (view.go).
-	OpenView(id chain.VersionID) (*chain.Reader, error)
+	// OpenPrecision reads a version in a precision view (view.go).
+	OpenPrecision(id chain.VersionID, p chain.Precision) (*chain.Reader, error)
 	Info(ino chain.Ino) (*chain.FileInfo, error)
 	// DropCaches forgets the rebuilt plain chunks kept for reads (.ckptfs/drop_caches).
 	DropCaches()

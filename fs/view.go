@@ -11,25 +11,30 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// The precision view (issue 51): .ckptfs/view/bf16/ mirrors the mount,
+// The precision views (issue 51): .ckptfs/view/bf16/ mirrors the mount,
 // read-only, and each file in it reads as its committed content with every
 // float32 value cut to bfloat16 precision (the low 16 bits zeroed: rounded
 // toward zero), in the same dtype and format, so loaders read it unchanged
-// (chain/view.go). It is under .ckptfs so that no one takes it for the
+// (chain/view.go). bf16-nearest/ and fp16/ round to the nearest bfloat16
+// or float16 value instead. It is under .ckptfs so that no one takes it for the
 // exact files. Only directories and regular files appear in it. A file
 // being written shows its last committed content; an open waits for the
 // commits of saves already closed.
 const (
 	viewDirName  = "view"
 	viewBF16Name = "bf16"
-	// viewInoBit marks a view node's inode number: the store's numbers
-	// stay far below it, and the control nodes' sit above it.
+	// viewInoBit marks a view node's inode number, and the two bits below
+	// it its precision: the store's numbers stay far below them, and the
+	// control nodes' sit above them.
 	viewInoBit     = 1 << 62
+	viewPrecShift  = 60
 	controlViewIno = 1<<63 - 4
 	viewAttrTime   = time.Second
 )
 
-func viewIno(ino chain.Ino) uint64 { return uint64(ino) | viewInoBit }
+func viewIno(ino chain.Ino, p chain.Precision) uint64 {
+	return uint64(ino) | viewInoBit | uint64(p-chain.BF16)<<viewPrecShift
+}
 
 // viewTopNode is .ckptfs/view: one directory per precision.
 type viewTopNode struct {
@@ -54,22 +59,28 @@ func (v *viewTopNode) Unlink(ctx context.Context, name string) syscall.Errno { r
 func (v *viewTopNode) Rmdir(ctx context.Context, name string) syscall.Errno  { return syscall.EROFS }
 
 func (v *viewTopNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if name != viewBF16Name {
-		return nil, syscall.ENOENT
+	for _, p := range chain.Precisions {
+		if name != p.String() {
+			continue
+		}
+		in, err := v.fsys.names.Inode(chain.RootIno)
+		if err != nil {
+			return nil, toErrno(err)
+		}
+		return v.NewInode(ctx, v.fsys.viewChild(in, p, out), gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: viewIno(chain.RootIno, p), Gen: inodeGen}), 0
 	}
-	in, err := v.fsys.names.Inode(chain.RootIno)
-	if err != nil {
-		return nil, toErrno(err)
-	}
-	return v.NewInode(ctx, v.fsys.viewChild(in, out), gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: viewIno(chain.RootIno), Gen: inodeGen}), 0
+	return nil, syscall.ENOENT
 }
 
 func (v *viewTopNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
-	return gofs.NewListDirStream([]fuse.DirEntry{
+	list := []fuse.DirEntry{
 		{Name: ".", Mode: syscall.S_IFDIR, Ino: controlViewIno},
 		{Name: "..", Mode: syscall.S_IFDIR, Ino: controlDirIno},
-		{Name: viewBF16Name, Mode: syscall.S_IFDIR, Ino: viewIno(chain.RootIno)},
-	}), 0
+	}
+	for _, p := range chain.Precisions {
+		list = append(list, fuse.DirEntry{Name: p.String(), Mode: syscall.S_IFDIR, Ino: viewIno(chain.RootIno, p)})
+	}
+	return gofs.NewListDirStream(list), 0
 }
 
 // viewNode is a directory or a regular file of the view.
@@ -77,6 +88,7 @@ type viewNode struct {
 	gofs.Inode
 	fsys *FS
 	ino  chain.Ino
+	prec chain.Precision
 }
 
 var (
@@ -96,17 +108,17 @@ var (
 )
 
 // viewChild fills a view entry's attributes and returns its node.
-func (f *FS) viewChild(in *chain.Inode, out *fuse.EntryOut) *viewNode {
-	viewAttr(in, &out.Attr)
+func (f *FS) viewChild(in *chain.Inode, p chain.Precision, out *fuse.EntryOut) *viewNode {
+	viewAttr(in, p, &out.Attr)
 	out.SetEntryTimeout(viewAttrTime)
 	out.SetAttrTimeout(viewAttrTime)
-	return &viewNode{fsys: f, ino: in.Ino}
+	return &viewNode{fsys: f, ino: in.Ino, prec: p}
 }
 
-// viewAttr is the inode's committed attributes, read-only, under its view
-// number.
-func viewAttr(in *chain.Inode, out *fuse.Attr) {
-	out.Ino = viewIno(in.Ino)
+// viewAttr is the inode's committed attributes, read-only, under its
+// number in view p.
+func viewAttr(in *chain.Inode, p chain.Precision, out *fuse.Attr) {
+	out.Ino = viewIno(in.Ino, p)
 	out.Mode = in.Mode &^ 0o222
 	out.Nlink = in.Nlink
 	out.Owner = fuse.Owner{Uid: in.Uid, Gid: in.Gid}
@@ -135,7 +147,7 @@ func viewable(mode uint32) bool {
 
 func (v *viewNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if h, ok := fh.(*viewHandle); ok {
-		viewAttr(&h.in, &out.Attr)
+		viewAttr(&h.in, v.prec, &out.Attr)
 		return 0
 	}
 	v.fsys.settleForView(v.ino)
@@ -143,7 +155,7 @@ func (v *viewNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.At
 	if err != nil {
 		return toErrno(err)
 	}
-	viewAttr(in, &out.Attr)
+	viewAttr(in, v.prec, &out.Attr)
 	out.SetTimeout(viewAttrTime)
 	return 0
 }
@@ -161,7 +173,7 @@ func (v *viewNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !viewable(in.Mode) {
 		return nil, syscall.ENOENT
 	}
-	return v.NewInode(ctx, v.fsys.viewChild(in, out), gofs.StableAttr{Mode: in.Mode & syscall.S_IFMT, Ino: viewIno(in.Ino), Gen: inodeGen}), 0
+	return v.NewInode(ctx, v.fsys.viewChild(in, v.prec, out), gofs.StableAttr{Mode: in.Mode & syscall.S_IFMT, Ino: viewIno(in.Ino, v.prec), Gen: inodeGen}), 0
 }
 
 func (v *viewNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
@@ -170,11 +182,11 @@ func (v *viewNode) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) 
 		return nil, toErrno(err)
 	}
 	list := make([]fuse.DirEntry, 0, len(ents)+2)
-	list = append(list, fuse.DirEntry{Name: ".", Ino: viewIno(v.ino), Mode: syscall.S_IFDIR},
+	list = append(list, fuse.DirEntry{Name: ".", Ino: viewIno(v.ino, v.prec), Mode: syscall.S_IFDIR},
 		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR})
 	for _, e := range ents {
 		if viewable(e.Inode.Mode) {
-			list = append(list, fuse.DirEntry{Name: e.Name, Ino: viewIno(e.Inode.Ino), Mode: e.Inode.Mode})
+			list = append(list, fuse.DirEntry{Name: e.Name, Ino: viewIno(e.Inode.Ino, v.prec), Mode: e.Inode.Mode})
 		}
 	}
 	return gofs.NewListDirStream(list), 0
@@ -214,7 +226,7 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 			}
 			return nil, 0, toErrno(err)
 		}
-		r, err := v.fsys.store.OpenView(in.Version)
+		r, err := v.fsys.store.OpenPrecision(in.Version, v.prec)
 		if err != nil {
 			if release != nil {
 				release()

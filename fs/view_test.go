@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ckptfs/ckptfs/chain/ckpttest"
+	"github.com/ckptfs/ckptfs/encode"
 )
 
 // cutFloats is data with the low 16 bits of each float32 after the npy
@@ -52,8 +53,22 @@ func TestViewTree(t *testing.T) {
 	}
 	writePieces(t, m.path("notes.txt"), []byte("not a tensor"))
 	view := m.path(controlDir, viewDirName, viewBF16Name)
-	if names := readNames(t, m.path(controlDir, viewDirName)); strings.Join(names, ",") != viewBF16Name {
+	if names := readNames(t, m.path(controlDir, viewDirName)); strings.Join(names, ",") != "bf16,bf16-nearest,fp16" {
 		t.Errorf("view directory lists %v", names)
+	}
+	// The views rounding to nearest, and that they are other files than
+	// bf16's (their own inodes).
+	for _, round := range []struct {
+		name string
+		fn   func([]byte)
+	}{{"bf16-nearest", encode.RoundFloat32BF16}, {"fp16", encode.RoundFloat32FP16}} {
+		for k, data := range files {
+			want := bytes.Clone(data)
+			round.fn(want[128:])
+			name := m.path(controlDir, viewDirName, round.name, "run", fmt.Sprintf("ckpt-%d.npy", k))
+			wantContent(t, name, want)
+			mmapReadInChild(t, name, want)
+		}
 	}
 	if names := readNames(t, view); strings.Join(names, ",") != "notes.txt,run" {
 		t.Errorf("view lists %v, want notes.txt and run (no symlink)", names)

@@ -121,13 +121,16 @@ func TestRemoteViewTorch(t *testing.T) {
 }
 
 // npzViewCheck saves three .npz files of drifting float32 arrays (and an
-// int array) with np.savez into argv[1], then loads each from the view
-// (argv[2]) with np.load, which checks every member's CRC-32: float32
-// arrays must be their exact values cut to bfloat16, the rest exact.
+// int array) with np.savez into argv[1], then loads each from the views
+// (argv[2]: .ckptfs/view) with np.load, which checks every member's
+// CRC-32: float32 arrays must be their exact values cut to bfloat16 in
+// bf16/, rounded to float16 in fp16/ (as numpy's astype does), the rest
+// exact.
 const npzViewCheck = `
 import os, sys
 import numpy as np
-d, view = sys.argv[1], sys.argv[2]
+d, views = sys.argv[1], sys.argv[2]
+view, fp16 = os.path.join(views, "bf16"), os.path.join(views, "fp16")
 rng = np.random.default_rng(3)
 w = rng.standard_normal(300_000).astype(np.float32)
 steps = np.arange(1000, dtype=np.int64)
@@ -137,17 +140,20 @@ for k in range(3):
     with np.load(os.path.join(view, "ckpt-%d.npz" % k)) as z:
         assert np.array_equal(z["weights"].view(np.uint32), w.view(np.uint32) & np.uint32(0xFFFF0000)), k
         assert np.array_equal(z["steps"], steps), k
+    with np.load(os.path.join(fp16, "ckpt-%d.npz" % k)) as z:
+        assert np.array_equal(z["weights"], w.astype(np.float16).astype(np.float32)), k
+        assert np.array_equal(z["steps"], steps), k
 print("ok")
 `
 
-// TestViewNpz: np.load of a view's .npz (whose members' CRCs the view
-// corrects) in mounts of both codecs.
+// TestViewNpz: np.load of an .npz in the bf16 and fp16 views (whose
+// members' CRCs the view corrects) in mounts of both codecs.
 func TestViewNpz(t *testing.T) {
 	py := venvPython(t)
 	for _, codec := range []string{"split16", "scaled"} {
 		t.Run(codec, func(t *testing.T) {
 			m := newMount(t, "--codec", codec)
-			out, err := exec.Command(py, "-c", npzViewCheck, m.dir, filepath.Join(m.dir, ".ckptfs", "view", "bf16")).CombinedOutput()
+			out, err := exec.Command(py, "-c", npzViewCheck, m.dir, filepath.Join(m.dir, ".ckptfs", "view")).CombinedOutput()
 			if err != nil || strings.TrimSpace(string(out)) != "ok" {
 				t.Fatalf("np.load of the view: %v\n%s", err, out)
 			}

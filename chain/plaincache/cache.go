@@ -10,13 +10,12 @@ import (
 	"github.com/ckptfs/ckptfs/meta"
 )
 
-// Key names a chunk's plain bytes: version and file offset, and whether
-// they are the chunk's view at bfloat16 precision (chain/view.go) rather
-// than its exact bytes.
+// Key names a chunk's plain bytes: version and file offset, and the
+// precision view they are of (chain/view.go; 0: the exact bytes).
 type Key struct {
 	V    meta.VersionID
 	Off  int64
-	View bool
+	View uint8
 }
 
 // Cache keeps recently rebuilt plain chunks, bounded in bytes, and makes
