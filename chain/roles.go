@@ -3,7 +3,6 @@ package chain
 import (
 	"fmt"
 	"io"
-	"path"
 	"strings"
 
 	"github.com/ckptfs/ckptfs/encode/analyze"
@@ -31,7 +30,7 @@ func (s *Store) momentKeys(v meta.Version, members []zipMember) (map[string]bool
 	}
 	var pkl *zipMember
 	for i, m := range members {
-		if path.Base(m.name) != "data.pkl" || strings.Count(m.name, "/") > 1 {
+		if !m.torchPickle() {
 			continue
 		}
 		if pkl != nil {

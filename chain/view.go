@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"slices"
 	"sync"
 
 	"github.com/ckptfs/ckptfs/chain/bufpool"
@@ -110,7 +110,7 @@ func (s *Store) patchViewZip(r *Reader) error {
 		return err
 	}
 	members, err := zipMembers(readAt, r.size)
-	if errors.Is(err, errNotZip) || err == nil && (len(members) == 0 || torchArchive(members)) {
+	if errors.Is(err, errNotZip) || err == nil && (len(members) == 0 || slices.ContainsFunc(members, zipMember.torchPickle)) {
 		return nil
 	}
 	if err != nil {
@@ -133,17 +133,6 @@ func (s *Store) patchViewZip(r *Reader) error {
 	return nil
 }
 
-// torchArchive reports whether members are torch.save's: it pickles its
-// object into data.pkl under the archive's folder.
-func torchArchive(members []zipMember) bool {
-	for _, m := range members {
-		if m.name == "data.pkl" || strings.HasSuffix(m.name, "/data.pkl") {
-			return true
-		}
-	}
-	return false
-}
-
 // chunkOf returns the chunk of the reader's version at off, exact or in
 // its view.
 func (r *Reader) chunkOf(off int64) ([]byte, error) {
@@ -161,15 +150,16 @@ func (s *Store) rebuildView(id meta.VersionID, off int64, p Precision) ([]byte, 
 		return nil, err
 	}
 	if p != BF16 {
-		// Rounding to nearest needs the low bits: the exact chunk.
-		var top []byte
-		if !links[0].c.Zeros() {
-			if top, err = s.readLink(links[0]); err != nil {
+		// Rounding to nearest needs the low bits: the exact chunk, whose
+		// header alone says its dtype.
+		var head []byte
+		if c := links[0].c; !c.Zeros() {
+			if head, err = s.readPack(links[0].lay.pack, c.PackOff, min(c.EncLen, encode.HighProbeLen)); err != nil {
 				return nil, fmt.Errorf("version %d chunk at %d: %w", id, off, err)
 			}
-			defer bufpool.Put(top)
+			defer bufpool.Put(head)
 		}
-		return s.rebuildCut(links, top, p)
+		return s.rebuildCut(links, head, p)
 	}
 	encs, viewable, err := s.readViewLinks(links)
 	if err != nil {

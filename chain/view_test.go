@@ -23,11 +23,7 @@ import (
 func TestViewReadsCutFloats(t *testing.T) {
 	for _, c := range []encode.Codec{encode.Split16, encode.DefaultCodec} {
 		t.Run(c.String(), func(t *testing.T) {
-			p := policy.Default()
-			p.Codec = c
-			ds := openTestStore(t, "", p)
-			defer ds.Close()
-			s := ds.Store
+			s := openCodecStore(t, c)
 			series := ckpttest.TrainingSeries(51, 300_000, 6)
 			rng := rand.New(rand.NewSource(51))
 			depths := map[uint32]bool{}
@@ -76,6 +72,16 @@ func TestViewReadsCutFloats(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openCodecStore is a store of the default policy coding with c.
+func openCodecStore(t *testing.T, c encode.Codec) *Store {
+	t.Helper()
+	p := policy.Default()
+	p.Codec = c
+	ds := openTestStore(t, "", p)
+	t.Cleanup(func() { ds.Close() })
+	return ds.Store
 }
 
 // readView reads a version's view whole, in pieces of random sizes, the
@@ -192,11 +198,7 @@ func npzFile(t *testing.T, arrays ...[]float32) []byte {
 func TestViewNpzCRC(t *testing.T) {
 	for _, c := range []encode.Codec{encode.Split16, encode.DefaultCodec} {
 		t.Run(c.String(), func(t *testing.T) {
-			p := policy.Default()
-			p.Codec = c
-			ds := openTestStore(t, "", p)
-			defer ds.Close()
-			s := ds.Store
+			s := openCodecStore(t, c)
 			weights := ckpttest.TrainingSeries(53, 200_000, 3)
 			moments := ckpttest.TrainingSeries(54, 90_000, 3)
 			rng := rand.New(rand.NewSource(53))

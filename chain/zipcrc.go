@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"path"
 	"sort"
+	"strings"
 )
 
 // A zip archive (torch.save's format, NumPy's .npz) records the CRC-32 of
@@ -20,6 +22,12 @@ type zipMember struct {
 	data, size int64   // the member's bytes (stored: compressed size = size)
 	crcAt      []int64 // file offsets of its CRC-32 fields
 	crc        uint32  // the CRC-32 recorded
+}
+
+// torchPickle reports whether m is the pickle torch.save writes its
+// object into: data.pkl at the top of the archive's folder.
+func (m zipMember) torchPickle() bool {
+	return path.Base(m.name) == "data.pkl" && strings.Count(m.name, "/") <= 1
 }
 
 // errNotZip: the bytes end in no zip central directory that ckptfs can

@@ -213,16 +213,7 @@ func TestCorruptPiece(t *testing.T) {
 	writeFile(t, s, "notes.txt", other)
 	b := bucket.NewMemory()
 	push(t, s, dir, b, Options{})
-	in, err := s.Names().Lookup(meta.RootIno, "ckpt-0.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := (&state{}).withDB(dir, func(st *state) (map[meta.VersionID]uploadedRec, error) { return st.uploaded() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := recs[in.Version].Pieces[0]
-	b.Corrupt(victim, 5000)
+	b.Corrupt(uploadedPieces(t, s, dir, "ckpt-0.npy")[0], 5000)
 	r := openReplica(t, b)
 	if _, err := readFile(r.Store, "ckpt-0.npy"); !errors.Is(err, chain.ErrChecksum) {
 		t.Fatalf("read of the damaged file: %v, want a checksum error", err)
@@ -269,6 +260,21 @@ func TestRemoteGC(t *testing.T) {
 	if got, err := readFile(r.Store, "only.txt"); err != nil || string(got) != "the one file left\n" {
 		t.Fatalf("only.txt: %q, %v", got, err)
 	}
+}
+
+// uploadedPieces are the keys of the pieces uploaded of file name's
+// version, from the uploader's state in dir.
+func uploadedPieces(t *testing.T, s *chain.Store, dir, name string) []string {
+	t.Helper()
+	in, err := s.Names().Lookup(meta.RootIno, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := (&state{}).withDB(dir, func(st *state) (map[meta.VersionID]uploadedRec, error) { return st.uploaded() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs[in.Version].Pieces
 }
 
 // withDB opens dir's state for fn (tests).

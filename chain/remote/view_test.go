@@ -106,17 +106,9 @@ func TestReplicaViewCorrupt(t *testing.T) {
 	series(t, s, 3)
 	b := bucket.NewMemory()
 	push(t, s, dir, b, Options{})
-	base, err := s.Names().Lookup(meta.RootIno, "ckpt-0.npy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := (&state{}).withDB(dir, func(st *state) (map[meta.VersionID]uploadedRec, error) { return st.uploaded() })
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Past the npy header's chunk, inside the first float chunk's high
 	// records (a baseline's are a third of it).
-	b.Corrupt(recs[base.Version].Pieces[0], 5000)
+	b.Corrupt(uploadedPieces(t, s, dir, "ckpt-0.npy")[0], 5000)
 	r := openReplica(t, b)
 	for _, name := range []string{"ckpt-0.npy", "ckpt-1.npy", "ckpt-2.npy"} {
 		if _, err := tryView(r.Store, name); !errors.Is(err, chain.ErrChecksum) {
