@@ -93,6 +93,7 @@ func runRandomSeed(t *testing.T, seed int64, daemonWritten bool) bool {
 			t.Fatal(err)
 		}
 		r.NoMmap = true // this process serves the mount (randops.Runner.NoMmap)
+		r.View = m.path(controlDir, viewDirName, viewBF16Name, fmt.Sprintf("w%d", w))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -149,6 +150,7 @@ func runAlone(t *testing.T, ops []randops.Op, daemonWritten, shortLinger bool) e
 		t.Fatal(err)
 	}
 	r.NoMmap = true
+	r.View = m.path(controlDir, viewDirName, viewBF16Name, "w")
 	defer r.Close()
 	return r.Run(ops, 0)
 }

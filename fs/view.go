@@ -107,10 +107,16 @@ var (
 	_ gofs.NodeRenamer   = (*viewNode)(nil)
 )
 
-// viewChild fills a view entry's attributes and returns its node.
+// viewChild fills a view entry's attributes and returns its node. A
+// rename or unlink in the mount tells the view nothing, so the kernel
+// keeps a view entry for the shortest time it can (go-fuse replaces a zero
+// with the mount's second): one tick of its clock, a few milliseconds,
+// after which a walk asks again (a lookup costs what a stat of the file
+// does). Kept for the mount's second, a name in the view read a directory
+// renamed away under a file's name.
 func (f *FS) viewChild(in *chain.Inode, p chain.Precision, out *fuse.EntryOut) *viewNode {
 	viewAttr(in, p, &out.Attr)
-	out.SetEntryTimeout(viewAttrTime)
+	out.SetEntryTimeout(time.Nanosecond)
 	out.SetAttrTimeout(viewAttrTime)
 	return &viewNode{fsys: f, ino: in.Ino, prec: p}
 }

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ckptfs/ckptfs/chain/ckpttest"
 	"github.com/ckptfs/ckptfs/encode"
+	"golang.org/x/sys/unix"
 )
 
 // cutFloats is data with the low 16 bits of each float32 after the npy
@@ -124,4 +126,39 @@ func TestViewTree(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(view, "link")); !os.IsNotExist(err) {
 		t.Errorf("symlink in the view: %v, want ENOENT", err)
 	}
+}
+
+// viewEntryLife outlasts the kernel's entries of the view: one or two
+// ticks of its clock (viewChild), whatever its HZ.
+const viewEntryLife = 25 * time.Millisecond
+
+func TestViewFollowsRenames(t *testing.T) {
+	m := mountStore(t, filepath.Join(t.TempDir(), "store"), true)
+	view := func(p ...string) string {
+		return m.path(append([]string{controlDir, viewDirName, viewBF16Name}, p...)...)
+	}
+	writePieces(t, m.path("a"), []byte("file a"))
+	if err := os.Mkdir(m.path("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writePieces(t, m.path("d", "x"), []byte("file x"))
+	wantContent(t, view("a"), []byte("file a"))
+	wantContent(t, view("d", "x"), []byte("file x"))
+	if err := unix.Renameat2(unix.AT_FDCWD, m.path("a"), unix.AT_FDCWD, m.path("d"), unix.RENAME_EXCHANGE); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(viewEntryLife) // the kernel's entries of the view
+	wantContent(t, view("d"), []byte("file a"))
+	wantContent(t, view("a", "x"), []byte("file x"))
+	if err := os.Rename(m.path("a", "x"), m.path("y")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(m.path("a")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(viewEntryLife)
+	if _, err := os.Lstat(view("a")); !os.IsNotExist(err) {
+		t.Errorf("the view of a removed directory: %v, want ENOENT", err)
+	}
+	wantContent(t, view("y"), []byte("file x"))
 }

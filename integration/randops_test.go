@@ -53,6 +53,7 @@ func TestRandomOpsBinary(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				r.View = m.path(fmt.Sprintf(".ckptfs/view/bf16/w%d", w))
 				ops := randops.Generate(seed*100+int64(w), 300)
 				wg.Add(1)
 				go func() {

@@ -21,9 +21,11 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -300,6 +302,14 @@ type Runner struct {
 	// stop-the-world waits for, and the daemon's goroutines, stopped too,
 	// never answer (make stress hung so in fs.TestRandomOps).
 	NoMmap bool
+	// View, when set, is the directory that shows the tree under test at
+	// reduced precision (ckptfs's .ckptfs/view/bf16/ of root): each check
+	// of the trees also reads every regular file there, when no handle is
+	// open for writing, and fails unless it differs from the file only by
+	// zeroed bytes (the low bytes of float32 values cut to bfloat16), so
+	// that a view never shows a version the file no longer has. The check
+	// first waits out the kernel's entries of the view (viewEntryLife).
+	View string
 }
 
 // NewRunner runs sequences in root (the filesystem under test) and ref,
@@ -469,7 +479,46 @@ func (r *Runner) CompareTrees() error {
 			return &Mismatch{r.step, Op{}, err}
 		}
 	}
+	if r.View == "" || slices.Contains(r.writable[:], true) {
+		return nil
+	}
+	time.Sleep(viewEntryLife)
+	for _, line := range lists[0] {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == os.FileMode(0).String() {
+			if err := r.compareView(f[0]); err != "" {
+				return &Mismatch{r.step, Op{}, err}
+			}
+		}
+	}
 	return nil
+}
+
+// viewEntryLife outlasts the kernel's entries of a ckptfs view: one or two
+// ticks of its clock (fs.viewChild), whatever its HZ.
+const viewEntryLife = 25 * time.Millisecond
+
+// compareView checks the view of the regular file p against the file.
+func (r *Runner) compareView(p string) string {
+	exact, err := os.ReadFile(r.sides[0].path(p))
+	if err != nil {
+		return fmt.Sprintf("read %s: %v", p, err)
+	}
+	view, err := os.ReadFile(filepath.Join(r.View, p))
+	if err != nil {
+		var a, b unix.Stat_t
+		ea := unix.Lstat(r.sides[0].path(p), &a)
+		eb := unix.Lstat(filepath.Join(r.View, p), &b)
+		return fmt.Sprintf("read the view of %s: %v (the file: ino %d mode %o, %v; the view: ino %#x mode %o, %v)", p, err, a.Ino, a.Mode, ea, b.Ino, b.Mode, eb)
+	}
+	if len(view) != len(exact) {
+		return fmt.Sprintf("the view of %s: %d bytes, the file %d", p, len(view), len(exact))
+	}
+	for i := range view {
+		if view[i] != exact[i] && view[i] != 0 {
+			return fmt.Sprintf("the view of %s: byte %d is %#x, the file's %#x: another version's", p, i, view[i], exact[i])
+		}
+	}
+	return ""
 }
 
 func xattrs(p string) string {
