@@ -29,6 +29,8 @@ type FS struct {
 
 	staleMu sync.Mutex
 	stale   map[chain.Ino]bool // a commit failed: cached pages may be wrong
+	// viewPages: which view files' kernel pages a new open may keep.
+	viewPages viewPages
 
 	storedMu sync.Mutex
 	stored   map[chain.VersionID]int64 // encoded bytes of committed versions (fillAttr)
@@ -101,6 +103,7 @@ func (f *FS) markStale(ino chain.Ino) {
 	f.staleMu.Lock()
 	f.stale[ino] = true
 	f.staleMu.Unlock()
+	f.viewPages.changed(ino)
 }
 
 // takeStale reports, once, whether ino's cached pages must be dropped.

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"io"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,20 +93,24 @@ type viewNode struct {
 }
 
 var (
-	_ gofs.NodeLookuper  = (*viewNode)(nil)
-	_ gofs.NodeReaddirer = (*viewNode)(nil)
-	_ gofs.NodeGetattrer = (*viewNode)(nil)
-	_ gofs.NodeOpener    = (*viewNode)(nil)
-	_ gofs.NodeSetattrer = (*viewNode)(nil)
-	_ gofs.NodeCreater   = (*viewNode)(nil)
-	_ gofs.NodeMkdirer   = (*viewNode)(nil)
-	_ gofs.NodeMknoder   = (*viewNode)(nil)
-	_ gofs.NodeSymlinker = (*viewNode)(nil)
-	_ gofs.NodeLinker    = (*viewNode)(nil)
-	_ gofs.NodeUnlinker  = (*viewNode)(nil)
-	_ gofs.NodeRmdirer   = (*viewNode)(nil)
-	_ gofs.NodeRenamer   = (*viewNode)(nil)
+	_ gofs.NodeLookuper    = (*viewNode)(nil)
+	_ gofs.NodeReaddirer   = (*viewNode)(nil)
+	_ gofs.NodeGetattrer   = (*viewNode)(nil)
+	_ gofs.NodeOpener      = (*viewNode)(nil)
+	_ gofs.NodeSetattrer   = (*viewNode)(nil)
+	_ gofs.NodeCreater     = (*viewNode)(nil)
+	_ gofs.NodeMkdirer     = (*viewNode)(nil)
+	_ gofs.NodeMknoder     = (*viewNode)(nil)
+	_ gofs.NodeSymlinker   = (*viewNode)(nil)
+	_ gofs.NodeLinker      = (*viewNode)(nil)
+	_ gofs.NodeUnlinker    = (*viewNode)(nil)
+	_ gofs.NodeRmdirer     = (*viewNode)(nil)
+	_ gofs.NodeRenamer     = (*viewNode)(nil)
+	_ gofs.NodeOnForgetter = (*viewNode)(nil)
 )
+
+// OnForget drops what the mount kept about the kernel's pages of the node.
+func (v *viewNode) OnForget() { v.fsys.viewPages.forget(viewIno(v.ino, v.prec)) }
 
 // viewChild fills a view entry's attributes and returns its node. A
 // rename or unlink in the mount tells the view nothing, so the kernel
@@ -239,9 +244,20 @@ func (v *viewNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 			}
 			return nil, 0, toErrno(err)
 		}
-		// No FOPEN_KEEP_CACHE: each open drops the pages the kernel kept,
-		// which may be of a version since replaced.
-		return &viewHandle{r: r, in: *in, release: release}, 0, 0
+		// The kernel keeps its pages only if they are all of this
+		// version (viewcache.go).
+		vino := viewIno(v.ino, v.prec)
+		var fuseFlags uint32
+		if v.fsys.viewPages.opened(vino, in.Version) {
+			fuseFlags = fuse.FOPEN_KEEP_CACHE
+		} else {
+			// The kernel may hold the attributes of the version its pages
+			// were of: it would drop the pages this open fills when it
+			// next sees the times change. Asked again now, they are this
+			// version's before the first read.
+			v.NotifyContent(-1, 0)
+		}
+		return &viewHandle{r: r, in: *in, release: release, pages: &v.fsys.viewPages, vino: vino}, fuseFlags, 0
 	}
 }
 
@@ -250,6 +266,8 @@ type viewHandle struct {
 	r       *chain.Reader
 	in      chain.Inode // as opened: what fstat shows
 	release func()
+	pages   *viewPages
+	vino    uint64
 }
 
 var (
@@ -257,7 +275,14 @@ var (
 	_ gofs.FileReleaser = (*viewHandle)(nil)
 )
 
+// testHookViewRead, when set, runs at each read of a view file that
+// reaches the daemon.
+var testHookViewRead atomic.Pointer[func()]
+
 func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if hook := testHookViewRead.Load(); hook != nil {
+		(*hook)()
+	}
 	n, err := h.r.ReadAt(dest, off)
 	if err != nil && err != io.EOF {
 		return nil, toErrno(err)
@@ -266,6 +291,7 @@ func (h *viewHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (h *viewHandle) Release(ctx context.Context) syscall.Errno {
+	h.pages.closed(h.vino)
 	if h.release != nil {
 		h.release()
 	}
