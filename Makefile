@@ -157,7 +157,7 @@ tier-eval: deps series
 # Each fuzz target for FUZZTIME (default 60s).
 FUZZTIME ?= 60s
 FUZZ_TARGETS := \
-	./encode:FuzzDecode ./encode:FuzzDecodeHigh16 ./encode:FuzzRoundTrip ./encode:FuzzGrouped ./encode:FuzzScaled \
+	./encode:FuzzDecode ./encode:FuzzDecodeHigh16 ./encode:FuzzRoundTrip ./encode:FuzzGrouped ./encode:FuzzScaled ./encode:FuzzJoinSparse \
 	./encode/detect:FuzzDetect ./encode/detect:FuzzTorchZip ./encode/detect:FuzzTorchLegacy \
 	./encode/detect:FuzzNpy ./encode/detect:FuzzSafetensors ./encode/detect:FuzzCaffe \
 	./encode/detect:FuzzSolverstate ./encode/detect:FuzzPickle ./encode/detect:FuzzDCP \

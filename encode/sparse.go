@@ -66,11 +66,41 @@ func splitSparse(blk []byte, m byte, gaps, vals []byte) ([]byte, []byte) {
 	return gaps[:ng], vals[:nv]
 }
 
-// joinSparse expands gaps and vals into blk.
+// joinSparse expands gaps and vals into blk. Eight gaps at a time, where
+// none of them escapes and their eight values land inside blk, it checks
+// once per eight stores instead of once per store (about 2x on the high
+// planes of deltas: BenchmarkJoinSparse).
 func joinSparse(blk []byte, m byte, gaps, vals []byte) error {
 	fillByte(blk, m)
 	pos, k := 0, 0
-	for _, g := range gaps {
+	for i := 0; i < len(gaps); {
+		if i+8 <= len(gaps) && k+8 <= len(vals) {
+			w := binary.LittleEndian.Uint64(gaps[i:])
+			if end := pos + gapSum8(w) + 8; !hasEscape8(w) && end <= len(blk) {
+				v := vals[k : k+8 : k+8]
+				b := blk[pos:end:end]
+				p := int(w & 0xff)
+				b[p] = v[0]
+				p += 1 + int(w>>8&0xff)
+				b[p] = v[1]
+				p += 1 + int(w>>16&0xff)
+				b[p] = v[2]
+				p += 1 + int(w>>24&0xff)
+				b[p] = v[3]
+				p += 1 + int(w>>32&0xff)
+				b[p] = v[4]
+				p += 1 + int(w>>40&0xff)
+				b[p] = v[5]
+				p += 1 + int(w>>48&0xff)
+				b[p] = v[6]
+				p += 1 + int(w>>56)
+				b[p] = v[7]
+				pos, k, i = end, k+8, i+8
+				continue
+			}
+		}
+		g := gaps[i]
+		i++
 		if g == gapEscape {
 			pos += gapEscape
 			continue
@@ -87,4 +117,18 @@ func joinSparse(blk []byte, m byte, gaps, vals []byte) error {
 		return fmt.Errorf("%w: %d sparse values left over", ErrCorrupt, len(vals)-k)
 	}
 	return nil
+}
+
+// gapSum8 is the sum of the eight bytes of w.
+func gapSum8(w uint64) int {
+	t := w&0x00ff00ff00ff00ff + w>>8&0x00ff00ff00ff00ff
+	t += t >> 16
+	t += t >> 32
+	return int(t & 0xffff)
+}
+
+// hasEscape8 reports whether a byte of w is gapEscape (0xff).
+func hasEscape8(w uint64) bool {
+	x := ^w // escapes become zero bytes
+	return (x-0x0101010101010101)&^x&0x8080808080808080 != 0
 }
