@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -78,8 +79,18 @@ func loadSeries(tb testing.TB, set, suffix string, dt DType) seriesSet {
 }
 
 // benchSets are the data sets of the acceptance table.
+//
+// CKPTFS_BENCH_SETS=a,b names other float32 sets of the series directory
+// instead (view_check.py raw writes one from a training's checkpoints).
 func benchSets(tb testing.TB) []seriesSet {
 	tb.Helper()
+	if names := os.Getenv("CKPTFS_BENCH_SETS"); names != "" {
+		var sets []seriesSet
+		for _, name := range strings.Split(names, ",") {
+			sets = append(sets, loadSeries(tb, name, "fp32", Float32))
+		}
+		return sets
+	}
 	return []seriesSet{
 		loadSeries(tb, "adam", "fp32", Float32),
 		loadSeries(tb, "sgd", "fp32", Float32),

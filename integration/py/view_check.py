@@ -12,6 +12,12 @@
   view_check.py save DIR N             N checkpoints of bench_torchio.py's
                                        training (119 MiB each: weights and
                                        both Adam moments), DIR/ckpt-K.pt
+  view_check.py raw DIR SET N          the float32 tensors of DIR/ckpt-K.pt
+                                       (K < N, as save wrote them), each
+                                       file's concatenated in order, as
+                                       SET/ckpt-00000K.fp32.raw: a series
+                                       the encode package's codec benchmark
+                                       reads (CKPTFS_SERIES, CKPTFS_BENCH_SETS)
   view_check.py compare REPS NAME PLAIN MNT STORE [MNT STORE]...
                                        the exact file NAME and its view in
                                        each mount (its store given), and
@@ -72,6 +78,27 @@ def check(d, expect_path):
                     if not same(f.get_tensor(k), want[k]):
                         sys.exit("%s: %s is not its exact value cut to bfloat16" % (name, k))
     print(len(names))
+
+
+def raw(d, out, n):
+    os.makedirs(out, exist_ok=True)
+    for k in range(n):
+        parts = []
+
+        def walk(o):
+            if torch.is_tensor(o):
+                if o.dtype == torch.float32:
+                    parts.append(o.contiguous().view(-1))
+            elif isinstance(o, dict):
+                for v in o.values():
+                    walk(v)
+            elif isinstance(o, (list, tuple)):
+                for v in o:
+                    walk(v)
+
+        walk(torch.load(os.path.join(d, "ckpt-%d.pt" % k)))
+        torch.cat(parts).numpy().tofile(os.path.join(out, "ckpt-%06d.fp32.raw" % k))
+    open(os.path.join(out, ".done"), "w").close()
 
 
 def save(d, n):
@@ -155,6 +182,8 @@ if __name__ == "__main__":
         check(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "save":
         save(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "raw":
+        raw(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif sys.argv[1] == "compare":
         a = sys.argv[5:]
         compare(int(sys.argv[2]), sys.argv[3], sys.argv[4], list(zip(a[0::2], a[1::2])))
