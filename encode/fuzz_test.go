@@ -40,6 +40,14 @@ func seedChunks(f *testing.F) {
 			f.Add(enc, true, ref)
 		}
 	}
+	// A chunk with nested sparse records (format 3).
+	dir := filepath.Join("testdata", fmt.Sprintf("format-v%d", formatVersion))
+	nested, err1 := os.ReadFile(filepath.Join(dir, "scaled-float32-nested.chunk"))
+	nestedRef, err2 := os.ReadFile(filepath.Join(dir, "nested-ref-float32.bin"))
+	if err1 != nil || err2 != nil {
+		f.Fatal(err1, err2)
+	}
+	f.Add(nested, true, nestedRef)
 	f.Add([]byte{}, false, []byte{})
 	f.Add([]byte{chunkMagic, formatVersion, byte(Planes), byte(Float32), 0xff, 0xff, 0xff, 0x3f, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, false, []byte(nil))
 }

@@ -2,16 +2,18 @@ package encode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// The chunk format is on disk: chunks written by format version 2 must
-// decode forever. testdata/format-v2 holds one chunk per codec, dtype and
-// kind, made from a pseudo-random walk stored beside them; this test
+// The chunk format is on disk: chunks written by format versions 2 and 3
+// must decode forever. testdata/format-vN holds one chunk per codec, dtype
+// and kind (format 3 also one with nested sparse records), made from a pseudo-random walk stored beside them; this test
 // decodes them. After a deliberate format change, add a new directory for
 // the new version (never rewrite an old one); CKPTFS_UPDATE_GOLDEN=1 writes
 // the files of a directory that does not exist yet, and the chunks of a
@@ -19,9 +21,18 @@ import (
 // planes payload had no groups, was never written by a store and is not
 // decoded any more.)
 func TestGoldenChunks(t *testing.T) {
-	dir := filepath.Join("testdata", fmt.Sprintf("format-v%d", formatVersion))
+	for v := minFormatVersion; v <= formatVersion; v++ {
+		t.Run(fmt.Sprintf("format-v%d", v), func(t *testing.T) { goldenChunks(t, v) })
+	}
+}
+
+// goldenChunks checks the chunks of format version v; only the current
+// version's may be written (CKPTFS_UPDATE_GOLDEN).
+func goldenChunks(t *testing.T, v int) {
+	dir := filepath.Join("testdata", fmt.Sprintf("format-v%d", v))
+	current := v == formatVersion
 	write := false
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
+	if _, err := os.Stat(dir); os.IsNotExist(err) && current {
 		if os.Getenv("CKPTFS_UPDATE_GOLDEN") != "1" {
 			t.Fatalf("%s missing (CKPTFS_UPDATE_GOLDEN=1 creates it)", dir)
 		}
@@ -54,7 +65,7 @@ func TestGoldenChunks(t *testing.T) {
 					r = nil
 				}
 				name := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.chunk", c, dt, kind))
-				if write || appendGolden(name) {
+				if write || current && appendGolden(name) {
 					enc, err := Encode(nil, c, dt, plain, r)
 					if err != nil {
 						t.Fatal(err)
@@ -77,7 +88,10 @@ func TestGoldenChunks(t *testing.T) {
 			goldenGrouped(t, dir, dt, plain, ref, write)
 		}
 	}
-	goldenScaled(t, dir)
+	goldenScaled(t, dir, current)
+	if v >= 3 {
+		goldenNested(t, dir, write)
+	}
 }
 
 // appendGolden reports whether a missing golden file may be written now.
@@ -88,7 +102,7 @@ func appendGolden(name string) bool {
 
 // goldenScaled covers the scaled codec's scaled-reference record: a decaying
 // float32 pair and its bfloat16 halves (inputs stored beside the chunks).
-func goldenScaled(t *testing.T, dir string) {
+func goldenScaled(t *testing.T, dir string, current bool) {
 	p32, r32 := decayPair(21, 2000, 0.88)
 	for _, c := range []struct {
 		dt         DType
@@ -96,7 +110,7 @@ func goldenScaled(t *testing.T, dir string) {
 	}{{Float32, p32, r32}, {BFloat16, toBF16(p32), toBF16(r32)}} {
 		name := filepath.Join(dir, fmt.Sprintf("scaled-%s-predscale.chunk", c.dt))
 		plainName, refName := filepath.Join(dir, fmt.Sprintf("scaled-plain-%s.bin", c.dt)), filepath.Join(dir, fmt.Sprintf("scaled-ref-%s.bin", c.dt))
-		if appendGolden(name) {
+		if current && appendGolden(name) {
 			enc, err := Encode(nil, Scaled, c.dt, c.plain, c.ref)
 			if err != nil || enc[headerLen] != predScale {
 				t.Fatalf("%s: scaled record not taken (%v)", name, err)
@@ -183,4 +197,65 @@ func quantileGroups(ref []byte, w, k int, masked bool) grouping {
 		acc += hist[c]
 	}
 	return g
+}
+
+// goldenNested covers format 3's nested sparse records: a float32 delta
+// whose changed elements come in runs, so the gaps of its sparse planes
+// are mostly zero (inputs stored beside the chunk).
+func goldenNested(t *testing.T, dir string, write bool) {
+	name := filepath.Join(dir, "scaled-float32-nested.chunk")
+	plainName, refName := filepath.Join(dir, "nested-plain-float32.bin"), filepath.Join(dir, "nested-ref-float32.bin")
+	if write || appendGolden(name) {
+		plain, ref := clusteredPair(rand.New(rand.NewPCG(23, 5)), 1<<14)
+		cd := NewCoder()
+		enc, err := cd.Encode(nil, Scaled, Float32, plain, ref)
+		if err != nil || cd.pl.stats.Nested == 0 {
+			t.Fatalf("%s: no nested sparse record (%v)", name, err)
+		}
+		for f, b := range map[string][]byte{name: enc, plainName: plain, refName: ref} {
+			if err := os.WriteFile(f, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var bufs [3][]byte
+	for i, f := range []string{name, plainName, refName} {
+		var err error
+		if bufs[i], err = os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := Decode(nil, bufs[0], bufs[2])
+	if err != nil || !bytes.Equal(out, bufs[1]) {
+		t.Errorf("%s: golden chunk no longer decodes: %v", name, err)
+	}
+}
+
+// clusteredPair is n float32 values of a random walk and the same values
+// each moved by up to 255 ulps, and runs of 4-19 of them (a twentieth in
+// all) by up to 2^20: the high planes of the delta are sparse, clustered.
+func clusteredPair(rng *rand.Rand, n int) (plain, ref []byte) {
+	ref = make([]byte, 4*n)
+	x := 0.01
+	for i := range n {
+		x += (rng.Float64() - 0.5) * 1e-4
+		binary.LittleEndian.PutUint32(ref[4*i:], math.Float32bits(float32(x)))
+	}
+	plain = bytes.Clone(ref)
+	for i := range n {
+		v := binary.LittleEndian.Uint32(plain[4*i:])
+		binary.LittleEndian.PutUint32(plain[4*i:], v+uint32(rng.IntN(256)))
+	}
+	for i := 0; i < n; {
+		if rng.Float64() < 0.05/12 {
+			for k := 4 + rng.IntN(16); k > 0 && i < n; k-- {
+				v := binary.LittleEndian.Uint32(plain[4*i:])
+				binary.LittleEndian.PutUint32(plain[4*i:], v+uint32(rng.IntN(1<<20)))
+				i++
+			}
+			continue
+		}
+		i++
+	}
+	return plain, ref
 }

@@ -10,7 +10,7 @@ import (
 // description):
 //
 //	0     magic        0xC7
-//	1     version      2
+//	1     version      3 (2 still decodes)
 //	2     codec        Codec id
 //	3     flags        bits 0-3 dtype, bit 4 delta, bits 5-7 zero
 //	4:8   plain length uint32 LE, <= MaxPlain
@@ -21,9 +21,13 @@ import (
 // Fixed-size fields let Encode reserve the header, append the payload
 // straight after it and fill the lengths in, without moving the payload.
 const (
-	chunkMagic    = 0xC7
-	formatVersion = 2
-	headerLen     = 16
+	chunkMagic = 0xC7
+	// formatVersion is what Encode writes. Version 3 lets a sparse
+	// record's parts be sparse (maxSparseDepth); version 2 chunks, which
+	// never hold such a record, decode as they always did.
+	formatVersion    = 3
+	minFormatVersion = 2
+	headerLen        = 16
 
 	flagDTypeMask = 0x0F
 	flagDelta     = 0x10
@@ -111,7 +115,7 @@ func parseHeaderPrefix(enc []byte) (Header, error) {
 	if enc[0] != chunkMagic {
 		return h, fmt.Errorf("%w: bad magic %#x", ErrCorrupt, enc[0])
 	}
-	if enc[1] != formatVersion {
+	if enc[1] < minFormatVersion || enc[1] > formatVersion {
 		return h, fmt.Errorf("%w: format version %d", ErrUnsupported, enc[1])
 	}
 	h.Codec = Codec(enc[2])

@@ -26,6 +26,14 @@ import (
 // knows how many bytes a record must produce.
 const planeBlock = 1 << 16
 
+// maxSparseDepth is how deep sparse records nest: the gaps and values of a
+// sparse block may be sparse themselves (chunk format 3), their own parts
+// not. A sparse high plane's gaps are mostly one value (clustered changes,
+// or the escapes of a very sparse plane), which FSE coded at a third of
+// huff0's speed: a tenth of a cold read's CPU. Nested, they expand by fill
+// and stores, and code as small (docs/CODECS.md, "Nested sparse records").
+const maxSparseDepth = 1
+
 const (
 	blkStored = iota
 	blkRLE
@@ -45,6 +53,7 @@ type blockStats struct {
 	Blocks [numBlk]int
 	In     [numBlk]int
 	Out    [numBlk]int
+	Nested int // sparse records inside sparse records
 }
 
 func (s *blockStats) String() string {
@@ -53,6 +62,9 @@ func (s *blockStats) String() string {
 		if s.Blocks[m] > 0 {
 			fmt.Fprintf(&sb, "    %-7s %6d blocks %11d -> %11d bytes (%.3f)\n", blkNames[m], s.Blocks[m], s.In[m], s.Out[m], float64(s.Out[m])/float64(s.In[m]))
 		}
+	}
+	if s.Nested > 0 {
+		fmt.Fprintf(&sb, "    (%d of the sparse blocks are parts of sparse blocks)\n", s.Nested)
 	}
 	return sb.String()
 }
@@ -74,7 +86,8 @@ const (
 )
 
 // appendBlock codes one block with the method the estimates favour.
-// depth is 1 inside a sparse record, whose parts are not made sparse again.
+// depth is how many sparse records the block lies inside; at
+// maxSparseDepth its parts are not made sparse again.
 func (ps *planeScratch) appendBlock(dst, blk []byte, depth int) []byte {
 	bm := &ps.bm
 	bm.analyse(blk)
@@ -84,7 +97,7 @@ func (ps *planeScratch) appendBlock(dst, blk []byte, depth int) []byte {
 		return append(dst, blkRLE, blk[0])
 	}
 	huff, fseEst, sparse := bm.estHuff(), bm.estFSE(), float64(n)
-	if depth == 0 && bm.pmax() > 0.5 && n >= 64 {
+	if depth <= maxSparseDepth && bm.pmax() > 0.5 && n >= 64 {
 		sparse = bm.estSparse()
 	}
 	best := min(huff, sparse)
@@ -233,7 +246,7 @@ func (ps *planeScratch) appendCoded(dst, blk []byte, method int) []byte {
 
 // appendSparse writes a sparse record.
 func (ps *planeScratch) appendSparse(dst, blk []byte, m byte, depth int) []byte {
-	sc := &ps.sparse
+	sc := &ps.sparse[depth]
 	sc.gaps, sc.vals = splitSparse(blk, m, sc.gaps[:0], sc.vals[:0])
 	start := len(dst)
 	dst = append(dst, blkSparse, m)
@@ -242,6 +255,9 @@ func (ps *planeScratch) appendSparse(dst, blk []byte, m byte, depth int) []byte 
 	dst = ps.appendBlock(dst, sc.gaps, depth+1)
 	dst = ps.appendBlock(dst, sc.vals, depth+1)
 	ps.stats.add(blkSparse, len(blk), len(dst)-start)
+	if depth > 0 {
+		ps.stats.Nested++
+	}
 	return dst
 }
 
@@ -376,8 +392,8 @@ func fill(blk, out []byte) error {
 }
 
 func (ps *planeScratch) decodeSparse(blk, src []byte, depth int, zstdInto func(out, src []byte) error) ([]byte, error) {
-	if depth >= 1 || len(src) < 1 {
-		return nil, fmt.Errorf("%w: nested or truncated sparse block", ErrCorrupt)
+	if depth > maxSparseDepth || len(src) < 1 {
+		return nil, fmt.Errorf("%w: sparse block nested too deep, or truncated", ErrCorrupt)
 	}
 	m := src[0]
 	src = src[1:]
@@ -391,7 +407,7 @@ func (ps *planeScratch) decodeSparse(blk, src []byte, depth int, zstdInto func(o
 		return nil, fmt.Errorf("%w: sparse counts %d/%d for %d bytes", ErrCorrupt, ng, nv, len(blk))
 	}
 	src = src[k1+k2:]
-	sc := &ps.sparse
+	sc := &ps.sparse[depth]
 	sc.gaps = grow(sc.gaps, int(ng))
 	sc.vals = grow(sc.vals, int(nv))
 	var err error

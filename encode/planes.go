@@ -40,7 +40,7 @@ type planeScratch struct {
 	zenc    *zstd.Encoder // SpeedFastest, for plane blocks with runs
 	zout    []byte
 	bm      blockModel
-	sparse  struct{ gaps, vals []byte }
+	sparse  [maxSparseDepth + 1]struct{ gaps, vals []byte } // per nesting depth
 	// onBlock, when set, sees every plane block before it is coded
 	// (measurement only).
 	onBlock func(plane int, blk []byte)

@@ -16,7 +16,8 @@ import (
 //	blkSparse, m, uvarint gap count, uvarint value count,
 //	gaps record, values record
 //
-// Each gap byte g < 255 skips g bytes equal to m and then places the next
+// The gaps and values records are blocks of their own, sparse themselves
+// where one value dominates them (chunk format 3, maxSparseDepth). Each gap byte g < 255 skips g bytes equal to m and then places the next
 // value; g = 255 skips 255 bytes and places nothing. Bytes after the last
 // value are m.
 

@@ -2,6 +2,7 @@ package encode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -141,4 +142,97 @@ func FuzzJoinSparse(f *testing.F) {
 			t.Fatal("joined bytes differ from the simple loop's")
 		}
 	})
+}
+
+// clusteredBlock is n bytes equal to m but for runs of 4-19 other bytes,
+// a share p of the block in all: the gaps between them are mostly 0, as in
+// the high planes of training deltas, where changed weights cluster.
+func clusteredBlock(rng *rand.Rand, n int, m byte, p float64) []byte {
+	blk := bytes.Repeat([]byte{m}, n)
+	for i := 0; i < n; {
+		if rng.Float64() < p/12 {
+			for k := 4 + rng.Intn(16); k > 0 && i < n; k-- {
+				blk[i] = m ^ byte(1+rng.Intn(3))
+				i++
+			}
+			continue
+		}
+		i++
+	}
+	return blk
+}
+
+// TestNestedSparse: a sparse block whose gaps are mostly one value is coded
+// with sparse gaps (chunk format 3), decodes to the block, and costs no
+// more than the same block coded without nesting; a third level of
+// nesting is refused as corrupt.
+func TestNestedSparse(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, p := range []float64{0.02, 0.1, 0.3} {
+		blk := clusteredBlock(rng, planeBlock, 0, p)
+		var ps planeScratch
+		enc := ps.appendBlock(nil, blk, 0)
+		if enc[0] != blkSparse || ps.stats.Nested == 0 {
+			t.Fatalf("p=%g: no nested sparse record (method %s, %d nested)", p, blkNames[enc[0]], ps.stats.Nested)
+		}
+		got := make([]byte, len(blk))
+		var dec planeScratch
+		rest, err := dec.decodeBlock(got, enc, 0, nil)
+		if err != nil || len(rest) != 0 || !bytes.Equal(got, blk) {
+			t.Fatalf("p=%g: nested sparse block does not decode: %v (%d bytes left)", p, err, len(rest))
+		}
+		// The same block with its parts never sparse (format 2's rule).
+		var flat planeScratch
+		sc := &flat.sparse[0]
+		sc.gaps, sc.vals = splitSparse(blk, 0, nil, nil)
+		two := append([]byte{blkSparse, 0}, uvarints(len(sc.gaps), len(sc.vals))...)
+		two = flat.appendBlock(two, sc.gaps, maxSparseDepth+1)
+		two = flat.appendBlock(two, sc.vals, maxSparseDepth+1)
+		if len(enc) > len(two) {
+			t.Errorf("p=%g: nested %d bytes, flat %d", p, len(enc), len(two))
+		}
+		t.Logf("p=%g: nested %d bytes, flat %d", p, len(enc), len(two))
+	}
+	// blkSparse(m=0, 1 gap, 1 value) whose gaps record is sparse, whose
+	// gaps record is sparse again.
+	inner := []byte{blkSparse, 0, 1, 1, blkStored, 0, blkStored, 1}
+	mid := append([]byte{blkSparse, 0, 1, 1}, inner...)
+	mid = append(mid, blkStored, 1)
+	deep := append([]byte{blkSparse, 0, 1, 1}, mid...)
+	deep = append(deep, blkStored, 1)
+	var ps planeScratch
+	if _, err := ps.decodeBlock(make([]byte, 4), deep, 0, nil); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("sparse nested three deep: %v, want ErrCorrupt", err)
+	}
+	if _, err := ps.decodeBlock(make([]byte, 4), mid, 0, nil); err != nil {
+		t.Errorf("sparse nested two deep: %v", err)
+	}
+}
+
+func uvarints(v ...int) []byte {
+	var b []byte
+	for _, x := range v {
+		b = binary.AppendUvarint(b, uint64(x))
+	}
+	return b
+}
+
+// TestChunkVersions: chunks are written as format 3; format 2 chunks still
+// decode (TestGoldenChunks), and a later version is refused as unsupported,
+// not as corrupt.
+func TestChunkVersions(t *testing.T) {
+	enc, err := Encode(nil, Planes, Float32, make([]byte, 64), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc[1] != 3 {
+		t.Fatalf("chunk written as format %d, want 3", enc[1])
+	}
+	for v, want := range map[byte]error{2: nil, 3: nil, 1: ErrUnsupported, 4: ErrUnsupported} {
+		c := bytes.Clone(enc)
+		c[1] = v
+		if _, err := Decode(nil, c, nil); !errors.Is(err, want) && (want != nil || err != nil) {
+			t.Errorf("format %d: %v, want %v", v, err, want)
+		}
+	}
 }
