@@ -18,9 +18,10 @@ import (
 // goldenStores are stores written by each on-disk format version, with the
 // same content: a torch checkpoint series with deltas, an .npy, a text file
 // with a hard link and an xattr, a symlink; from format 4 on, also a sparse
-// file (a hole, data, a run of zeros). Keep every one, and add one per new
-// format version.
-var goldenStores = []string{"store-v1", "store-v2", "store-v3", "store-v4"}
+// file (a hole, data, a run of zeros); store-v5 holds the same files,
+// copied out of store-v4 through a mount, their chunks of chunk format 3.
+// Keep every one, and add one per new format version.
+var goldenStores = []string{"store-v1", "store-v2", "store-v3", "store-v4", "store-v5"}
 
 // goldenFiles is the number of regular files (hard links counted once per
 // name) in golden store name.

@@ -15,7 +15,7 @@ import (
 // their recorded hashes through the kernel, as a user would see them.
 func TestGoldenStoreMounts(t *testing.T) {
 	needFuse(t)
-	for _, name := range []string{"store-v1", "store-v2", "store-v3", "store-v4"} {
+	for _, name := range []string{"store-v1", "store-v2", "store-v3", "store-v4", "store-v5"} {
 		t.Run(name, func(t *testing.T) { mountGoldenStore(t, name) })
 	}
 }

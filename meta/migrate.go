@@ -15,8 +15,11 @@ import (
 // format 2 refuses the store at open instead of failing on its first
 // version record. Format 4 adds chunks of zeros (EncLen 0: a hole or a
 // run of zeros, stored as nothing), which a ckptfs of format 3 would fail
-// to decode; its records are those of format 3.
-const Format = 4
+// to decode; its records are those of format 3. Format 5 adds encoded
+// chunks of chunk format 3 (nested sparse records, encode/planeblock.go),
+// which a ckptfs of format 4 would take for corrupt; its records are those
+// of format 4.
+const Format = 5
 
 var keyFormat = []byte("format")
 
