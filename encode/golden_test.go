@@ -100,6 +100,29 @@ func appendGolden(name string) bool {
 	return os.IsNotExist(err) && os.Getenv("CKPTFS_UPDATE_GOLDEN") == "1"
 }
 
+// writeGolden writes golden files, name to content.
+func writeGolden(t *testing.T, files map[string][]byte) {
+	t.Helper()
+	for f, b := range files {
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readGolden reads golden files.
+func readGolden(t *testing.T, names ...string) [][]byte {
+	t.Helper()
+	out := make([][]byte, len(names))
+	for i, f := range names {
+		var err error
+		if out[i], err = os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
 // goldenScaled covers the scaled codec's scaled-reference record: a decaying
 // float32 pair and its bfloat16 halves (inputs stored beside the chunks).
 func goldenScaled(t *testing.T, dir string, current bool) {
@@ -115,19 +138,9 @@ func goldenScaled(t *testing.T, dir string, current bool) {
 			if err != nil || enc[headerLen] != predScale {
 				t.Fatalf("%s: scaled record not taken (%v)", name, err)
 			}
-			for f, b := range map[string][]byte{name: enc, plainName: c.plain, refName: c.ref} {
-				if err := os.WriteFile(f, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeGolden(t, map[string][]byte{name: enc, plainName: c.plain, refName: c.ref})
 		}
-		var bufs [3][]byte
-		for i, f := range []string{name, plainName, refName} {
-			var err error
-			if bufs[i], err = os.ReadFile(f); err != nil {
-				t.Fatal(err)
-			}
-		}
+		bufs := readGolden(t, name, plainName, refName)
 		if bufs[0][headerLen] != predScale {
 			t.Errorf("%s: not a scaled-reference record", name)
 		}
@@ -212,19 +225,9 @@ func goldenNested(t *testing.T, dir string, write bool) {
 		if err != nil || cd.pl.stats.Nested == 0 {
 			t.Fatalf("%s: no nested sparse record (%v)", name, err)
 		}
-		for f, b := range map[string][]byte{name: enc, plainName: plain, refName: ref} {
-			if err := os.WriteFile(f, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeGolden(t, map[string][]byte{name: enc, plainName: plain, refName: ref})
 	}
-	var bufs [3][]byte
-	for i, f := range []string{name, plainName, refName} {
-		var err error
-		if bufs[i], err = os.ReadFile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bufs := readGolden(t, name, plainName, refName)
 	out, err := Decode(nil, bufs[0], bufs[2])
 	if err != nil || !bytes.Equal(out, bufs[1]) {
 		t.Errorf("%s: golden chunk no longer decodes: %v", name, err)
