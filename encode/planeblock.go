@@ -29,9 +29,10 @@ const planeBlock = 1 << 16
 // maxSparseDepth is how deep sparse records nest: the gaps and values of a
 // sparse block may be sparse themselves (chunk format 3), their own parts
 // not. A sparse high plane's gaps are mostly one value (clustered changes,
-// or the escapes of a very sparse plane), which FSE coded at a third of
-// huff0's speed: a tenth of a cold read's CPU. Nested, they expand by fill
-// and stores, and code as small (docs/CODECS.md, "Nested sparse records").
+// or the escapes of a very sparse plane), which only FSE coded well: at a
+// third of huff0's speed and a table per record, a fifth of a cold read's
+// CPU on a real training. Nested, they expand by fill and stores, and code
+// as small (docs/CODECS.md, "Nested sparse records").
 const maxSparseDepth = 1
 
 const (
